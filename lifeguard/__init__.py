@@ -1,0 +1,27 @@
+"""lifeguard: reproduce, catch and explain lifetime bugs in Python native extensions.
+
+Kept tiny on purpose: scenario files and the child bootstrap import this package,
+so it must import fast, under any supported interpreter, with no dependencies.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["__version__", "scenario"]
+__version__ = "0.1.0"
+
+CHILD_ENV = "LIFEGUARD_CHILD"
+
+
+def scenario(fixture: str | None = None, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare a scenario; see :func:`lifeguard.scenarios.scenario` for the options."""
+    if os.environ.get(CHILD_ENV):
+        # Inside a supervised child the definition was already checked by the
+        # supervisor; skip the bookkeeping so the child starts as fast as a bare one.
+        return lambda func: func
+    from lifeguard.scenarios import scenario as declare
+
+    return declare(fixture, **options)

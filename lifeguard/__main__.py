@@ -1,0 +1,5 @@
+import sys
+
+from lifeguard.cli import main
+
+sys.exit(main())

@@ -1,0 +1,141 @@
+"""The code that runs first inside every supervised child (never in the supervisor).
+
+Started as ``python -X faulthandler -u -c "...; bootstrap.main()"``, it:
+- registers a faulthandler dump on ``DUMP_SIGNAL`` for all threads, into a file per
+  process (forked children re-register into their own file), so the supervisor
+  can ask any live process of the tree for its Python stacks;
+- reports progress on the result channel (started, body-start, body-end, forked,
+  atexit) so the supervisor knows the *phase* of a failure;
+- records collections that run on a thread other than the main one (the
+  cross-thread-gc bug class);
+- imports the fixture and the scenario, and runs the body.
+
+Imports stay minimal: every millisecond here is paid by every run.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import sys
+
+SPEC_ENV = "LIFEGUARD_SPEC"
+MAX_FOREIGN_GC_EVENTS = 20
+
+_dump_files: list[object] = []  # keep dump files open for the life of the process
+
+
+def _dump_path(run_dir: str, pid: int) -> str:
+    return os.path.join(run_dir, f"faulthandler-{pid}.txt")
+
+
+def _register_dump(run_dir: str, signum: int) -> None:
+    dump = open(_dump_path(run_dir, os.getpid()), "w")
+    _dump_files.append(dump)
+    faulthandler.register(signum, file=dump, all_threads=True, chain=False)
+
+
+def _install_fork_hook(run_dir: str, signum: int, emit: object) -> None:
+    main_pid = os.getpid()
+
+    def after_in_child() -> None:
+        # The dump registration is inherited with the parent's file: give the
+        # child a file of its own so each process's stacks stay apart.
+        _register_dump(run_dir, signum)
+        emit("forked", parent=main_pid)  # type: ignore[operator]
+
+    os.register_at_fork(after_in_child=after_in_child)
+
+
+def _install_gc_watch(emit: object) -> None:
+    import gc
+    import threading
+
+    main_ident = threading.main_thread().ident
+    seen = [0]
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase != "start" or seen[0] >= MAX_FOREIGN_GC_EVENTS:
+            return
+        ident = threading.get_ident()
+        if ident != main_ident:
+            seen[0] += 1
+            name = threading.current_thread().name
+            emit("gc-foreign-thread", thread=ident, thread_name=name,  # type: ignore[operator]
+                 generation=info.get("generation"))
+
+    gc.callbacks.append(on_gc)
+
+
+def main() -> None:
+    import json
+
+    spec = json.loads(os.environ.pop(SPEC_ENV))
+    from lifeguard import child
+
+    emit = child.emit
+    run_dir = spec["run_dir"]
+    signum = spec["dump_signal"]
+    _register_dump(run_dir, signum)
+    _install_fork_hook(run_dir, signum, emit)
+    import atexit
+
+    # Registered first, so it runs last of all atexit callbacks.
+    atexit.register(emit, "atexit-done")
+    import threading
+
+    emit("started", python=list(sys.version_info[:3]), main_thread=threading.get_ident())
+    _install_gc_watch(emit)
+
+    kind = spec["kind"]
+    if kind == "code":
+        sys.argv = ["-c"]
+        code = compile(spec["code"], "<string>", "exec")
+        emit("body-start")
+        _run_body(emit, lambda: exec(code, {"__name__": "__main__", "__builtins__": __builtins__}))
+        return
+    if kind == "script":
+        import runpy
+
+        path = spec["path"]
+        sys.argv = [path, *spec.get("argv", [])]
+        sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+        emit("body-start")
+        _run_body(emit, lambda: runpy.run_path(path, run_name="__main__"))
+        return
+
+    module = None
+    if spec.get("fixture"):
+        import importlib
+
+        sys.path.insert(0, spec["fixture_dir"])
+        module = importlib.import_module(spec["fixture"])
+    func = _load_function(spec["path"], spec["function"])
+    emit("body-start")
+    _run_body(emit, (lambda: func(module)) if spec.get("fixture") else func)
+
+
+def _load_function(path: str, name: str) -> object:
+    import importlib.util
+
+    module_name = "lifeguard_scenario_" + os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load scenario file {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def _run_body(emit: object, body: object) -> None:
+    try:
+        body()  # type: ignore[operator]
+    except SystemExit as exc:
+        emit("body-end", exit=str(exc.code))  # type: ignore[operator]
+        raise
+    except BaseException as exc:
+        emit("body-error", error=f"{type(exc).__name__}: {exc}")  # type: ignore[operator]
+        raise
+    emit("body-end")  # type: ignore[operator]

@@ -1,0 +1,58 @@
+"""What a scenario body may call while it runs inside the child process.
+
+The functions here talk to the supervisor through the run's result channel, an
+append-only events file whose descriptor the bootstrap opened. They are safe to
+call from any thread and from forked children (every event carries its pid).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any
+
+EVENTS_ENV = "LIFEGUARD_EVENTS_FD"
+VARIANT_ENV = "LIFEGUARD_VARIANT"
+
+_write_lock = threading.Lock()
+
+
+def emit(kind: str, **fields: Any) -> None:
+    """Append one event line to the result channel (no-op outside a supervised run)."""
+    fd_text = os.environ.get(EVENTS_ENV)
+    if not fd_text:
+        return
+    record = {"event": kind, "pid": os.getpid(), "time": time.time(), **fields}
+    line = (json.dumps(record, default=repr) + "\n").encode()
+    # One write(2) per event on an O_APPEND descriptor: lines from several
+    # processes never interleave, and nothing is buffered when the child dies.
+    with _write_lock:
+        try:
+            os.write(int(fd_text), line)
+        except OSError:
+            pass
+
+
+def report_corruption(message: str, data: bytes | None = None) -> None:
+    """Tell the supervisor that the scenario saw broken data.
+
+    The run's outcome becomes ``corrupted`` (unless it also crashed or hung);
+    ``message`` and a hex dump of ``data`` (first 256 bytes) are kept as evidence.
+    """
+    fields: dict[str, Any] = {"message": message}
+    if data is not None:
+        fields["data_hex"] = bytes(data[:256]).hex()
+        fields["data_len"] = len(data)
+    emit("corrupted", **fields)
+
+
+def variant() -> str:
+    """The variant this run exercises: ``buggy``, ``fixed`` or ``default``."""
+    return os.environ.get(VARIANT_ENV, "default")
+
+
+def note(message: str) -> None:
+    """Record a free-form note in the run's evidence (shown in reports)."""
+    emit("note", message=message)

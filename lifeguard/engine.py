@@ -1,0 +1,199 @@
+"""The engine the CLI and the pytest plugin share: plan, build, execute, judge."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from lifeguard.interpreter import Interpreter
+from lifeguard.outcomes import Expectation, Outcome, Verdict
+from lifeguard.plan import PlanOptions, build_all, make_specs, series_of
+from lifeguard.proctree import become_subreaper
+from lifeguard.results import RunResult
+from lifeguard.scenarios import Scenario
+from lifeguard.supervise import CaptureHook, RunInterrupted, RunSpec, run_once
+
+
+@dataclass(frozen=True)
+class SeriesSummary:
+    """One scenario x variant: its runs judged against its expectation."""
+
+    scenario: str
+    variant: str
+    expected: str
+    runs: int
+    counts: dict[str, int]
+    verdict: Verdict
+    description: str = ""
+    where: str = ""
+    first_unexpected: int | None = None  # index into the series' results
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario, "variant": self.variant, "expected": self.expected,
+            "runs": self.runs, "counts": self.counts, "verdict": self.verdict.value,
+            "description": self.description, "where": self.where,
+        }
+
+
+@dataclass
+class Session:
+    """Everything one invocation ran and what came of it."""
+
+    interpreter: Interpreter
+    scenarios: list[Scenario]
+    results: list[RunResult] = field(default_factory=list)
+    summaries: list[SeriesSummary] = field(default_factory=list)
+    interrupted: bool = False
+    started: float = field(default_factory=time.time)
+    duration: float = 0.0
+    runs_dir: Path | None = None
+
+    @property
+    def all_expected(self) -> bool:
+        return bool(self.summaries) and all(s.verdict is Verdict.EXPECTED for s in self.summaries)
+
+
+class Sink(Protocol):
+    """Receives results as they come; every report reads the same objects."""
+
+    def start(self, session: Session, total_runs: int) -> None: ...
+
+    def result(self, result: RunResult) -> None: ...
+
+    def finish(self, session: Session) -> None: ...
+
+
+def summarise(session: Session, series: list[tuple[Scenario, str, int]]) -> list[SeriesSummary]:
+    by_series: dict[tuple[str, str], list[RunResult]] = {}
+    for result in session.results:
+        by_series.setdefault((result.scenario, result.variant), []).append(result)
+    summaries = []
+    for item, variant, _ in series:
+        runs = sorted(by_series.get((item.name, variant), []), key=lambda r: r.index)
+        expectation = item.expectation(variant, session.interpreter.short_version)
+        counts = {o.value: 0 for o in Outcome}
+        for run in runs:
+            counts[run.outcome.value] += 1
+        verdict = expectation.judge([(r.outcome, r.phase) for r in runs])
+        first_bad = _first_unexpected(expectation, runs) if verdict is Verdict.UNEXPECTED else None
+        summaries.append(SeriesSummary(
+            scenario=item.name, variant=variant, expected=str(expectation), runs=len(runs),
+            counts={k: v for k, v in counts.items() if v}, verdict=verdict,
+            description=item.description, where=item.where, first_unexpected=first_bad,
+        ))
+    return summaries
+
+
+def _first_unexpected(expectation: Expectation, runs: list[RunResult]) -> int | None:
+    for position, run in enumerate(runs):
+        ok = expectation.matches(run.outcome, run.phase) or (
+            expectation.sometimes and run.outcome is Outcome.PASSED)
+        if not ok:
+            return position
+    return 0 if runs else None
+
+
+class Engine:
+    """Runs a selection of scenarios and feeds every result to the sinks."""
+
+    def __init__(self, interpreter: Interpreter, *, jobs: int = 1, sinks: Sequence[Sink] = (),
+                 capture_hooks: tuple[CaptureHook, ...] = (), keep_passed: bool = False,
+                 runs_dir: Path | None = None, force_build: bool = False) -> None:
+        self.interpreter = interpreter
+        self.jobs = max(1, jobs)
+        self.sinks = list(sinks)
+        self.capture_hooks = capture_hooks
+        self.keep_passed = keep_passed
+        self.runs_dir = runs_dir
+        self.force_build = force_build
+        self.cancel = threading.Event()
+
+    def run(self, scenarios: list[Scenario], options: PlanOptions) -> Session:
+        session = Session(self.interpreter, scenarios)
+        series = series_of(scenarios, options)
+        built = build_all(series, self.interpreter, force=self.force_build)
+        temporary = self.runs_dir is None
+        runs_dir = self.runs_dir or Path(tempfile.mkdtemp(prefix="lifeguard-runs-"))
+        session.runs_dir = runs_dir
+        specs = make_specs(series, options, self.interpreter, built, runs_dir)
+        become_subreaper()
+        for sink in self.sinks:
+            sink.start(session, len(specs))
+        began = time.monotonic()
+        try:
+            self._execute(specs, session)
+        except KeyboardInterrupt:
+            session.interrupted = True
+            self.cancel.set()
+        finally:
+            session.duration = time.monotonic() - began
+            session.summaries = summarise(session, series)
+            for sink in self.sinks:
+                sink.finish(session)
+            if temporary and not any(r.outcome is not Outcome.PASSED for r in session.results):
+                shutil.rmtree(runs_dir, ignore_errors=True)
+        return session
+
+    def _one(self, spec: RunSpec) -> RunResult | None:
+        if self.cancel.is_set():
+            return None
+        try:
+            result = run_once(spec, cancel=self.cancel, capture_hooks=self.capture_hooks)
+        except RunInterrupted:
+            return None
+        if result.outcome is Outcome.PASSED and not self.keep_passed:
+            shutil.rmtree(spec.run_dir, ignore_errors=True)
+        return result
+
+    def _deliver(self, session: Session, result: RunResult | None) -> None:
+        if result is None:
+            return
+        session.results.append(result)
+        for sink in self.sinks:
+            sink.result(result)
+
+    def _execute(self, specs: list[RunSpec], session: Session) -> None:
+        if self.jobs == 1:
+            for spec in specs:
+                self._deliver(session, self._one(spec))
+            return
+        pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="lifeguard-run")
+        pending: set[Future[RunResult | None]] = set()
+        queue = list(reversed(specs))
+        try:
+            while queue or pending:
+                while queue and len(pending) < self.jobs * 2:
+                    pending.add(pool.submit(self._one, queue.pop()))
+                # A bounded wait keeps the main thread responsive to Ctrl-C.
+                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for future in done:
+                    self._deliver(session, future.result())
+        except BaseException:
+            self.cancel.set()
+            for future in pending:
+                future.cancel()
+            raise
+        finally:
+            # Workers notice the cancel flag within a poll interval and kill their trees.
+            pool.shutdown(wait=True, cancel_futures=True)
+            for future in pending:
+                if future.done() and not future.cancelled() and future.exception() is None:
+                    self._deliver(session, future.result())
+
+
+def run_scenarios(scenarios: list[Scenario], interpreter: Interpreter, options: PlanOptions, *,
+                  jobs: int = 1, sinks: Sequence[Sink] = (), capture_hooks: tuple[CaptureHook, ...] = (),
+                  runs_dir: Path | None = None,
+                  on_session: Callable[[Engine], None] | None = None) -> Session:
+    engine = Engine(interpreter, jobs=jobs, sinks=sinks, capture_hooks=capture_hooks, runs_dir=runs_dir)
+    if on_session is not None:
+        on_session(engine)
+    return engine.run(scenarios, options)

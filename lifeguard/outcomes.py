@@ -1,0 +1,93 @@
+"""Outcomes, phases and verdicts: the words DESIGN.md defines, as data."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+SOMETIMES_PREFIX = "sometimes:"
+
+
+class Outcome(str, enum.Enum):
+    PASSED = "passed"
+    FAILED = "failed"  # non-zero exit or an uncaught exception
+    CRASHED = "crashed"  # killed by a signal or a fatal error
+    HUNG = "hung"  # the deadline passed
+    CORRUPTED = "corrupted"  # the scenario reported broken data
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Phase(str, enum.Enum):
+    IMPORT = "import"  # before the scenario body started
+    RUN = "run"  # inside the scenario body
+    EXIT = "exit"  # after the body: finalization, atexit, static destructors
+    FORK_CHILD = "fork-child"  # in a process the scenario forked
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Verdict(str, enum.Enum):
+    EXPECTED = "expected"
+    UNEXPECTED = "unexpected"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a run must end in: an outcome, and optionally the phase it happens in."""
+
+    outcome: Outcome
+    phase: Phase | None = None
+    # A stochastic bug: each run ends in ``outcome`` or passes, and at least one
+    # run of the series must end in ``outcome`` (written "sometimes:corrupted").
+    sometimes: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> Expectation:
+        """Parse ``"passed"``, ``"crashed@exit"`` or ``"sometimes:corrupted"``."""
+        text = text.strip()
+        sometimes = text.startswith(SOMETIMES_PREFIX)
+        if sometimes:
+            text = text[len(SOMETIMES_PREFIX) :]
+        outcome_text, _, phase_text = text.strip().partition("@")
+        try:
+            outcome = Outcome(outcome_text)
+        except ValueError:
+            choices = ", ".join(o.value for o in Outcome)
+            raise ValueError(f"unknown outcome {outcome_text!r} (choose from {choices})") from None
+        phase = None
+        if phase_text:
+            try:
+                phase = Phase(phase_text)
+            except ValueError:
+                choices = ", ".join(p.value for p in Phase)
+                raise ValueError(f"unknown phase {phase_text!r} (choose from {choices})") from None
+        if sometimes and outcome is Outcome.PASSED:
+            raise ValueError("'sometimes:passed' means nothing; expect 'passed'")
+        return cls(outcome, phase, sometimes)
+
+    def matches(self, outcome: Outcome, phase: Phase | None) -> bool:
+        if outcome != self.outcome:
+            return False
+        return self.phase is None or self.phase == phase
+
+    def __str__(self) -> str:
+        text = f"{self.outcome.value}@{self.phase.value}" if self.phase else self.outcome.value
+        return SOMETIMES_PREFIX + text if self.sometimes else text
+
+    def judge(self, results: list[tuple[Outcome, Phase | None]]) -> Verdict:
+        """The verdict of a series of runs of one scenario x variant."""
+        if not results:
+            return Verdict.UNEXPECTED
+        hits = sum(1 for outcome, phase in results if self.matches(outcome, phase))
+        if self.sometimes:
+            others_pass = all(
+                self.matches(o, p) or o is Outcome.PASSED for o, p in results
+            )
+            return Verdict.EXPECTED if hits and others_pass else Verdict.UNEXPECTED
+        return Verdict.EXPECTED if hits == len(results) else Verdict.UNEXPECTED

@@ -1,0 +1,380 @@
+"""Supervise one run: the one subprocess recipe the CLI, the plugin and the tests share.
+
+Every run gets a fresh child of the real interpreter binary, in its own session
+and working directory, with output in size-capped files, a result channel and a
+deadline. On expiry the escalation ladder runs: faulthandler dump of every Python
+process of the tree -> native capture hooks -> SIGKILL of the whole tree,
+orphans included. Every wait is bounded; the supervisor never hangs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from lifeguard import CHILD_ENV
+from lifeguard.cache import cache_dir
+from lifeguard.child import EVENTS_ENV, VARIANT_ENV
+from lifeguard.interpreter import Interpreter
+from lifeguard.outcomes import Outcome, Phase
+from lifeguard.proctree import (
+    RUN_MARKER_ENV,
+    kill_tree,
+    read_proc,
+    reap_orphans,
+    run_tree,
+    signal_caught,
+)
+from lifeguard.results import RunResult
+
+# The signal the child's faulthandler listens on for a dump of every thread.
+DUMP_SIGNAL = signal.SIGUSR2
+# How long to wait for all faulthandler dumps of a tree after signalling it.
+DUMP_TIMEOUT = 1.0
+# How often the wait loop wakes to watch output size and cancellation.
+POLL_INTERVAL = 0.25
+# A grandchild may still be exiting when the main child is gone: grace before
+# calling it a leftover.
+LEFTOVER_GRACE = 0.2
+DEFAULT_OUTPUT_CAP = 16 * 1024 * 1024
+TAIL_BYTES = 8 * 1024
+FATAL_RE = re.compile(r"^Fatal Python error: (.*)$", re.MULTILINE)
+
+
+
+class RunInterrupted(Exception):
+    """The run was cancelled (Ctrl-C); its tree has been killed."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything the supervisor needs to start one run."""
+
+    scenario: str
+    variant: str
+    index: int
+    kind: str  # "function", "script" or "code"
+    path: str
+    function: str
+    code: str | None
+    interpreter: Interpreter
+    timeout: float
+    run_dir: Path
+    expected: str
+    fixture: str | None = None
+    fixture_dir: str | None = None
+    argv: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    python_flags: tuple[str, ...] = ()
+
+
+@dataclass
+class HangContext:
+    """What a native capture hook receives when a run's deadline passes."""
+
+    spec: RunSpec
+    pids: list[int]
+    python_stacks: dict[str, str]
+
+
+class CaptureHook(Protocol):
+    def __call__(self, context: HangContext) -> list[dict[str, Any]]: ...
+
+
+def child_path_dir() -> Path:
+    """A folder holding only a link to this package, for the child's sys.path.
+
+    Putting the supervisor's site-packages on a child's path would mix in
+    extension modules built for another interpreter (with --python).
+    """
+    package = Path(__file__).resolve().parent
+    folder = cache_dir() / "childpath" / hashlib.sha256(str(package).encode()).hexdigest()[:12]
+    link = folder / "lifeguard"
+    if not link.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".lifeguard.{os.getpid()}.{threading.get_ident()}"
+        os.symlink(package, tmp)
+        os.replace(tmp, link)
+    return folder
+
+
+def child_argv(spec: RunSpec, path_dir: Path) -> list[str]:
+    boot = f"import sys; sys.path.insert(0, {str(path_dir)!r}); from lifeguard import bootstrap; bootstrap.main()"
+    return [spec.interpreter.executable, "-X", "faulthandler", "-u", *spec.python_flags, "-c", boot]
+
+
+def _tail(path: Path, limit: int = TAIL_BYTES) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            data = f.read()
+    except OSError:
+        return ""
+    text = data.decode(errors="replace")
+    return text if size <= limit else "[...]\n" + text.partition("\n")[2]
+
+
+def _cap_output(path: Path, cap: int) -> None:
+    """Keep an output file under ``cap`` while the child writes to it.
+
+    The child's descriptor is O_APPEND, so after truncation its writes land at
+    the new end: we keep the newest half and mark what was dropped.
+    """
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return
+    if size <= cap:
+        return
+    keep = cap // 2
+    with open(path, "r+b") as f:
+        f.seek(size - keep)
+        newest = f.read(keep)
+        f.seek(0)
+        f.truncate()
+        f.write(f"[lifeguard: {size - keep} bytes of output dropped]\n".encode() + newest)
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    events = []
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                try:
+                    events.append(json.loads(line))
+                except ValueError:
+                    continue  # a line cut short by a crash mid-write
+    except OSError:
+        pass
+    return events
+
+
+def phase_of(events: list[dict[str, Any]], main_pid: int) -> Phase:
+    mine = {e["event"] for e in events if e.get("pid") == main_pid}
+    if "body-error" in mine:
+        return Phase.RUN
+    if "body-end" in mine:
+        return Phase.EXIT
+    if "body-start" in mine:
+        return Phase.RUN
+    return Phase.IMPORT
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], deadline: float, cancel: threading.Event | None,
+               outputs: tuple[Path, ...], cap: int) -> bool:
+    """Wait for the child until the deadline; True if it exited."""
+    try:
+        pidfd: int | None = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        pidfd = None  # old kernel: fall back to polling
+    try:
+        while True:
+            if proc.poll() is not None:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            if cancel is not None and cancel.is_set():
+                raise RunInterrupted()
+            step = min(remaining, POLL_INTERVAL)
+            if pidfd is not None:
+                select.select([pidfd], [], [], step)
+            else:
+                time.sleep(min(step, 0.005))
+            for out in outputs:
+                _cap_output(out, cap)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
+    """Ask every Python process of the tree for a faulthandler dump of all threads."""
+    sizes: dict[int, int] = {}
+    for pid in pids:
+        if not signal_caught(pid, DUMP_SIGNAL):
+            continue  # not one of ours (or not Python): the signal would kill it
+        dump = run_dir / f"faulthandler-{pid}.txt"
+        sizes[pid] = dump.stat().st_size if dump.exists() else 0
+        try:
+            os.kill(pid, DUMP_SIGNAL)
+        except ProcessLookupError:
+            sizes.pop(pid)
+    deadline = time.monotonic() + DUMP_TIMEOUT
+    pending = set(sizes)
+    stable: dict[int, int] = {}
+    while pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+        for pid in list(pending):
+            dump = run_dir / f"faulthandler-{pid}.txt"
+            size = dump.stat().st_size if dump.exists() else 0
+            # Done when the dump grew and stopped growing between two looks.
+            if size > sizes[pid] and stable.get(pid) == size:
+                pending.discard(pid)
+            stable[pid] = size
+    stacks = {}
+    for pid in sorted(sizes):
+        text = (run_dir / f"faulthandler-{pid}.txt").read_text(errors="replace") if (
+            run_dir / f"faulthandler-{pid}.txt").exists() else ""
+        if text.strip():
+            stacks[str(pid)] = text[-64 * 1024:]
+    return stacks
+
+
+def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
+             capture_hooks: tuple[CaptureHook, ...] = (),
+             output_cap: int = DEFAULT_OUTPUT_CAP,
+             on_start: Callable[[int], None] | None = None) -> RunResult:
+    """Run ``spec`` in a fresh child and return its classified result."""
+    run_dir = spec.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    stdout_path, stderr_path, events_path = run_dir / "stdout.txt", run_dir / "stderr.txt", run_dir / "events.jsonl"
+    run_id = uuid.uuid4().hex
+    child_spec = {
+        "kind": spec.kind, "path": spec.path, "function": spec.function, "code": spec.code,
+        "fixture": spec.fixture, "fixture_dir": spec.fixture_dir, "run_dir": str(run_dir),
+        "dump_signal": int(DUMP_SIGNAL), "argv": list(spec.argv),
+    }
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC | os.O_CLOEXEC
+    events_fd = os.open(events_path, flags, 0o644)
+    out_fd = os.open(stdout_path, flags, 0o644)
+    err_fd = os.open(stderr_path, flags, 0o644)
+    env = dict(os.environ)
+    env.update(spec.env)
+    env.update({
+        CHILD_ENV: "1", RUN_MARKER_ENV: run_id, EVENTS_ENV: str(events_fd),
+        VARIANT_ENV: spec.variant, "LIFEGUARD_SPEC": json.dumps(child_spec),
+    })
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            child_argv(spec, child_path_dir()), cwd=run_dir, env=env, stdin=subprocess.DEVNULL,
+            stdout=out_fd, stderr=err_fd, pass_fds=(events_fd,), start_new_session=True,
+        )
+    finally:
+        os.close(events_fd)
+        os.close(out_fd)
+        os.close(err_fd)
+    if on_start is not None:
+        on_start(proc.pid)
+    python_stacks: dict[str, str] = {}
+    backtraces: list[dict[str, Any]] = []
+    leftovers: list[dict[str, Any]] = []
+    hung = False
+    hung_pids: list[int] = []
+    try:
+        exited = _wait_exit(proc, started + spec.timeout, cancel, (stdout_path, stderr_path), output_cap)
+        if not exited:
+            hung = True
+            hung_pids = run_tree(proc.pid, run_id)
+            python_stacks = dump_python_stacks(hung_pids, run_dir)
+            context = HangContext(spec, hung_pids, python_stacks)
+            for hook in capture_hooks:
+                try:
+                    backtraces.extend(hook(context))
+                except Exception as exc:  # a capture failure must not lose the run
+                    backtraces.append({"error": f"capture hook failed: {exc!r}"})
+        else:
+            left = run_tree(proc.pid, run_id, include_root=False)
+            if left:
+                time.sleep(LEFTOVER_GRACE)
+                left = run_tree(proc.pid, run_id, include_root=False)
+            for pid in left:
+                info = read_proc(pid)
+                leftovers.append({"pid": pid, "comm": info.comm if info else "?", "ppid": info.ppid if info else None})
+    except RunInterrupted:
+        killed = kill_tree(proc.pid, run_id)
+        _finish(proc, killed)
+        raise
+    finally:
+        if hung or leftovers:
+            killed = kill_tree(proc.pid, run_id)
+            _finish(proc, killed)
+    duration = time.monotonic() - started
+    proc.poll()
+    return classify(spec, proc, duration, hung=hung, hung_pids=hung_pids, python_stacks=python_stacks,
+                    backtraces=backtraces, leftovers=leftovers)
+
+
+def _finish(proc: subprocess.Popen[bytes], killed: list[int]) -> None:
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass  # unkillable (D state); reported by the leak check of the caller
+    reap_orphans([p for p in killed if p != proc.pid])
+
+
+def classify(spec: RunSpec, proc: subprocess.Popen[bytes], duration: float, *, hung: bool,
+             hung_pids: list[int], python_stacks: dict[str, str], backtraces: list[dict[str, Any]],
+             leftovers: list[dict[str, Any]]) -> RunResult:
+    run_dir = spec.run_dir
+    events = read_events(run_dir / "events.jsonl")
+    stderr_tail = _tail(run_dir / "stderr.txt")
+    stdout_tail = _tail(run_dir / "stdout.txt")
+    main_pid = proc.pid
+    phase: Phase | None = phase_of(events, main_pid)
+    rc = None if hung else proc.returncode
+    signum = -rc if rc is not None and rc < 0 else None
+    fatal = FATAL_RE.search(stderr_tail)
+    corruption = [e for e in events if e["event"] == "corrupted"]
+    forked = {e["pid"] for e in events if e["event"] == "forked"}
+    if hung:
+        outcome = Outcome.HUNG
+        stuck_forks = [p for p in hung_pids if p in forked]
+        if stuck_forks:
+            phase = Phase.FORK_CHILD
+        reason = f"deadline of {spec.timeout:g} s passed; {len(hung_pids)} process(es) alive"
+    elif signum is not None:
+        outcome = Outcome.CRASHED
+        reason = f"killed by {signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else signum}"
+        if fatal:
+            reason += f" after 'Fatal Python error: {fatal.group(1)}'"
+    elif fatal:
+        outcome = Outcome.CRASHED
+        reason = f"Fatal Python error: {fatal.group(1)}"
+    elif corruption:
+        outcome = Outcome.CORRUPTED
+        reason = f"scenario reported corruption: {corruption[0].get('message', '')}"
+        first_pid = corruption[0].get("pid")
+        if first_pid != main_pid and first_pid in forked:
+            phase = Phase.FORK_CHILD
+    elif rc != 0:
+        outcome = Outcome.FAILED
+        errors = [e for e in events if e["event"] == "body-error" and e.get("pid") == main_pid]
+        reason = errors[0]["error"] if errors else f"exit code {rc}"
+    elif leftovers:
+        outcome = Outcome.FAILED
+        phase = Phase.EXIT
+        names = ", ".join(f"{p['pid']} ({p['comm']})" for p in leftovers)
+        reason = f"left processes running after exit: {names}"
+    else:
+        outcome = Outcome.PASSED
+        phase = None
+        reason = ""
+    evidence = {name: str(run_dir / name) for name in ("stdout.txt", "stderr.txt", "events.jsonl")}
+    for pid in python_stacks:
+        evidence[f"faulthandler-{pid}"] = str(run_dir / f"faulthandler-{pid}.txt")
+    return RunResult(
+        scenario=spec.scenario, variant=spec.variant, index=spec.index, outcome=outcome, phase=phase,
+        expected=spec.expected, signal=signum, exit_code=rc, duration=round(duration, 4),
+        python=spec.interpreter.version_text, run_dir=str(run_dir), reason=reason,
+        fatal_error=fatal.group(1) if fatal else None,
+        corruption=[{k: v for k, v in e.items() if k not in ("event", "time")} for e in corruption],
+        leftover_processes=leftovers, evidence=evidence, stdout_tail=stdout_tail, stderr_tail=stderr_tail,
+        python_stacks=python_stacks, backtraces=backtraces,
+        events=[e for e in events if e["event"] not in ("started",)][:200],
+    )
