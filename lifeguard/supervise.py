@@ -276,11 +276,15 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
     leftovers: list[dict[str, Any]] = []
     hung = False
     hung_pids: list[int] = []
+    phase_at_deadline: Phase | None = None
     try:
         exited = _wait_exit(proc, started + spec.timeout, cancel, (stdout_path, stderr_path), output_cap)
         if not exited:
             hung = True
             hung_pids = run_tree(proc.pid, run_id)
+            # The phase is what the tree was doing at the deadline: the dump
+            # signal below may interrupt a blocking call and let the body move on.
+            phase_at_deadline = phase_of(read_events(events_path), proc.pid)
             python_stacks = dump_python_stacks(hung_pids, run_dir)
             context = HangContext(spec, hung_pids, python_stacks)
             for hook in capture_hooks:
@@ -296,7 +300,7 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
             for pid in left:
                 info = read_proc(pid)
                 leftovers.append({"pid": pid, "comm": info.comm if info else "?", "ppid": info.ppid if info else None})
-    except RunInterrupted:
+    except BaseException:  # cancelled, Ctrl-C in this thread, or our own bug: never leave the tree behind
         killed = kill_tree(proc.pid, run_id)
         _finish(proc, killed)
         raise
@@ -307,7 +311,7 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
     duration = time.monotonic() - started
     proc.poll()
     return classify(spec, proc, duration, hung=hung, hung_pids=hung_pids, python_stacks=python_stacks,
-                    backtraces=backtraces, leftovers=leftovers)
+                    backtraces=backtraces, leftovers=leftovers, phase_at_deadline=phase_at_deadline)
 
 
 def _finish(proc: subprocess.Popen[bytes], killed: list[int]) -> None:
@@ -320,7 +324,7 @@ def _finish(proc: subprocess.Popen[bytes], killed: list[int]) -> None:
 
 def classify(spec: RunSpec, proc: subprocess.Popen[bytes], duration: float, *, hung: bool,
              hung_pids: list[int], python_stacks: dict[str, str], backtraces: list[dict[str, Any]],
-             leftovers: list[dict[str, Any]]) -> RunResult:
+             leftovers: list[dict[str, Any]], phase_at_deadline: Phase | None = None) -> RunResult:
     run_dir = spec.run_dir
     events = read_events(run_dir / "events.jsonl")
     stderr_tail = _tail(run_dir / "stderr.txt")
@@ -334,6 +338,7 @@ def classify(spec: RunSpec, proc: subprocess.Popen[bytes], duration: float, *, h
     forked = {e["pid"] for e in events if e["event"] == "forked"}
     if hung:
         outcome = Outcome.HUNG
+        phase = phase_at_deadline or phase
         stuck_forks = [p for p in hung_pids if p in forked]
         if stuck_forks:
             phase = Phase.FORK_CHILD
@@ -352,6 +357,8 @@ def classify(spec: RunSpec, proc: subprocess.Popen[bytes], duration: float, *, h
         first_pid = corruption[0].get("pid")
         if first_pid != main_pid and first_pid in forked:
             phase = Phase.FORK_CHILD
+        else:  # the phase the body was in when it saw the broken data
+            phase = phase_of(events[: events.index(corruption[0])], main_pid)
     elif rc != 0:
         outcome = Outcome.FAILED
         errors = [e for e in events if e["event"] == "body-error" and e.get("pid") == main_pid]

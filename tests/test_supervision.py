@@ -1,0 +1,272 @@
+"""Real children that pass, raise, crash, abort at exit, hang, and fork: classified right, nothing left alive."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import load_report, pid_alive, real_python, run_cli, run_pids, ROOT
+
+CLASSIFY = '''
+import lifeguard
+
+@lifeguard.scenario(timeout=20)
+def passes():
+    assert sum(range(10)) == 45
+
+@lifeguard.scenario(expect={"default": "failed@run"}, timeout=20)
+def raises():
+    raise RuntimeError("scenario says no")
+
+@lifeguard.scenario(expect={"default": "crashed@run"}, timeout=20)
+def segfaults_in_body():
+    import ctypes
+    ctypes.string_at(0)  # null read
+
+@lifeguard.scenario(expect={"default": "crashed@exit"}, timeout=20)
+def aborts_after_body():
+    import atexit, os
+    atexit.register(os.abort)
+
+@lifeguard.scenario(expect={"default": "hung@run"}, timeout=2)
+def hangs_holding_the_gil():
+    import ctypes
+    # PyDLL keeps the GIL across the call: a native block no Python thread can interrupt.
+    ctypes.PyDLL(None).sleep(1000)
+
+@lifeguard.scenario(expect={"default": "hung@fork-child"}, timeout=2)
+def forked_child_hangs():
+    import os, time
+    pid = os.fork()
+    if pid == 0:
+        def stuck_in_forked_child():
+            time.sleep(1000)
+        stuck_in_forked_child()
+        os._exit(0)
+    os.waitpid(pid, 0)
+'''
+
+
+@pytest.fixture(scope="module")
+def classified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    tmp = tmp_path_factory.mktemp("classify")
+    path = tmp / "classify.py"
+    path.write_text(CLASSIFY)
+    proc = run_cli("run", str(path), "--report", str(tmp / "report"), "-j", "2", "--no-native")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = load_report(tmp / "report")
+    return {run["scenario"]: run for run in report["runs"]}
+
+
+@pytest.mark.parametrize(("name", "outcome", "phase"), [
+    ("passes", "passed", None),
+    ("raises", "failed", "run"),
+    ("segfaults_in_body", "crashed", "run"),
+    ("aborts_after_body", "crashed", "exit"),
+    ("hangs_holding_the_gil", "hung", "run"),
+    ("forked_child_hangs", "hung", "fork-child"),
+])
+def test_outcome_and_phase(classified: dict[str, dict], name: str, outcome: str, phase: str | None) -> None:
+    run = classified[name]
+    assert (run["outcome"], run["phase"]) == (outcome, phase)
+    for pid in run_pids(run):
+        assert not pid_alive(pid), f"{name}: pid {pid} survived its run"
+
+
+def test_crash_details(classified: dict[str, dict]) -> None:
+    assert classified["segfaults_in_body"]["signal_name"] == "SIGSEGV"
+    assert "Segmentation fault" in classified["segfaults_in_body"]["stderr_tail"]
+    assert classified["aborts_after_body"]["signal_name"] == "SIGABRT"
+    assert "scenario says no" in classified["raises"]["reason"]
+
+
+def test_hung_runs_carry_python_stacks(classified: dict[str, dict]) -> None:
+    gil = classified["hangs_holding_the_gil"]
+    assert any("hangs_holding_the_gil" in dump for dump in gil["python_stacks"].values())
+    forked = classified["forked_child_hangs"]
+    assert len(forked["python_stacks"]) == 2, forked["python_stacks"].keys()
+    child_dumps = [d for pid, d in forked["python_stacks"].items() if "stuck_in_forked_child" in d]
+    assert len(child_dumps) == 1, "the forked child's own stack must be captured"
+
+
+def test_daemonized_grandchild_is_reported_and_killed(scenario_file, tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    path = scenario_file(f'''
+import lifeguard
+
+@lifeguard.scenario(timeout=20)
+def leaves_a_daemon():
+    import os, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            with open({str(pid_file)!r} + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename({str(pid_file)!r} + ".tmp", {str(pid_file)!r})
+            time.sleep(1000)
+        os._exit(0)
+    for _ in range(1000):
+        if os.path.exists({str(pid_file)!r}):
+            break
+        time.sleep(0.01)
+''')
+    proc = run_cli("run", str(path), "--report", str(tmp_path / "r"), "--no-native")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    grandchild = int(pid_file.read_text())
+    run = load_report(tmp_path / "r")["runs"][0]
+    assert run["outcome"] == "failed" and run["phase"] == "exit"
+    assert [p["pid"] for p in run["leftover_processes"]] == [grandchild]
+    assert "left processes running" in proc.stdout
+    deadline = time.monotonic() + 5
+    while pid_alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(grandchild)
+
+
+def test_results_jsonl_survives_sigkill_of_the_supervisor(scenario_file, tmp_path: Path) -> None:
+    pid_file = tmp_path / "hung.pid"
+    path = scenario_file(f'''
+import lifeguard
+
+@lifeguard.scenario(timeout=20, repeat=3)
+def quick():
+    pass
+
+@lifeguard.scenario(expect={{"default": "hung"}}, timeout=60)
+def hangs():
+    import os, time
+    with open({str(pid_file)!r}, "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(1000)
+''')
+    report = tmp_path / "r"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    supervisor = subprocess.Popen([real_python(), "-m", "lifeguard", "run", str(path), "--report", str(report),
+                                   "--no-native"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True)
+    hung_pid = None
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not pid_file.exists():
+            time.sleep(0.02)
+        assert pid_file.exists(), "the hanging run never started"
+        hung_pid = int(pid_file.read_text())
+        os.kill(supervisor.pid, signal.SIGKILL)
+        supervisor.wait(10)
+        lines = (report / "results.jsonl").read_text().splitlines()
+        # The plan interleaves series: quick#0 finished before hangs#0 started.
+        assert len(lines) >= 1
+        import json
+        assert json.loads(lines[0])["scenario"] == "quick"
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+            supervisor.wait(10)
+        if hung_pid and pid_alive(hung_pid):
+            os.kill(hung_pid, signal.SIGKILL)
+
+
+def test_ctrl_c_kills_children_and_keeps_what_finished(scenario_file, tmp_path: Path) -> None:
+    pid_file = tmp_path / "hung.pid"
+    path = scenario_file(f'''
+import lifeguard
+
+@lifeguard.scenario(timeout=20)
+def quick():
+    pass
+
+@lifeguard.scenario(expect={{"default": "hung"}}, timeout=60)
+def hangs():
+    import os, time
+    with open({str(pid_file)!r}, "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(1000)
+''')
+    report = tmp_path / "r"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    supervisor = subprocess.Popen([real_python(), "-m", "lifeguard", "run", str(path), "--report", str(report),
+                                   "--no-native"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not pid_file.exists():
+            time.sleep(0.02)
+        hung_pid = int(pid_file.read_text())
+        os.kill(supervisor.pid, signal.SIGINT)
+        out, err = supervisor.communicate(timeout=30)
+    finally:
+        if supervisor.poll() is None:
+            os.killpg(supervisor.pid, signal.SIGKILL)
+            supervisor.wait(10)
+    assert supervisor.returncode == 130, out + err
+    assert not pid_alive(hung_pid)
+    data = load_report(report)
+    assert data["interrupted"] is True
+    assert [r["scenario"] for r in data["runs"]] == ["quick"]
+
+
+def test_fatal_python_error_is_a_crash(scenario_file, tmp_path: Path) -> None:
+    path = scenario_file('''
+import lifeguard
+
+@lifeguard.scenario(expect={"default": "crashed@run"}, timeout=20)
+def fatal():
+    import ctypes
+    ctypes.pythonapi.Py_FatalError(b"lifeguard test fatal error")
+''')
+    proc = run_cli("run", str(path), "--report", str(tmp_path / "r"), "--no-native")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = load_report(tmp_path / "r")["runs"][0]
+    assert "lifeguard test fatal error" in run["fatal_error"]
+
+
+def test_corruption_report(scenario_file, tmp_path: Path) -> None:
+    path = scenario_file('''
+import lifeguard
+from lifeguard import child
+
+@lifeguard.scenario(expect={"default": "corrupted@run"}, timeout=20)
+def broken_bytes():
+    child.report_corruption("frame header mangled", data=b"\\x00\\xffAB")
+''')
+    proc = run_cli("run", str(path), "--report", str(tmp_path / "r"), "--no-native")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = load_report(tmp_path / "r")["runs"][0]
+    assert run["corruption"][0]["message"] == "frame header mangled"
+    assert run["corruption"][0]["data_hex"] == "00ff4142"
+
+
+def test_output_is_capped(scenario_file, tmp_path: Path) -> None:
+    from lifeguard.supervise import _cap_output
+
+    out = tmp_path / "out.txt"
+    out.write_bytes(b"x" * 1000 + b"END")
+    _cap_output(out, 100)
+    data = out.read_bytes()
+    assert data.endswith(b"END") and b"bytes of output dropped" in data and len(data) < 200
+
+
+def test_python_option_runs_another_interpreter(scenario_file, tmp_path: Path) -> None:
+    from conftest import pyenv_python
+
+    other = pyenv_python("3.10") or pyenv_python("3.12")
+    if other is None:
+        pytest.skip("no second CPython installed")
+    path = scenario_file('''
+import lifeguard
+
+@lifeguard.scenario(timeout=20)
+def version():
+    import sys
+    print("child runs", sys.version_info[:2])
+''')
+    proc = run_cli("run", str(path), "--python", other, "--report", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = load_report(tmp_path / "r")
+    assert data["python"]["executable"] == os.path.realpath(other)
+    assert data["runs"][0]["python"] != ".".join(map(str, sys.version_info[:3]))
