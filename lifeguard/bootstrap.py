@@ -67,6 +67,21 @@ def _install_gc_watch(emit: object) -> None:
     gc.callbacks.append(on_gc)
 
 
+def _allow_core_dumps() -> None:
+    """Raise RLIMIT_CORE to the hard limit so a crash leaves a core in the run's folder.
+
+    Done here rather than in a preexec_fn: that would make the supervisor's
+    spawn unsafe with several worker threads, and slower for every run.
+    """
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
+    except (ValueError, OSError):
+        pass
+
+
 def main() -> None:
     import json
 
@@ -77,6 +92,8 @@ def main() -> None:
     run_dir = spec["run_dir"]
     signum = spec["dump_signal"]
     _register_dump(run_dir, signum)
+    if spec.get("cores"):
+        _allow_core_dumps()
     _install_fork_hook(run_dir, signum, emit)
     import atexit
 

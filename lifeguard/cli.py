@@ -74,7 +74,9 @@ def build_parser() -> Parser:
     run.add_argument("--python", metavar="PATH", help="interpreter for the children (default: this one)")
     run.add_argument("--report", type=Path, metavar="DIR",
                      help="write results.jsonl (streamed), report.json, junit.xml and per-run evidence to DIR")
-    run.add_argument("--no-native", action="store_true", help="skip gdb capture of native stacks on a hang")
+    run.add_argument("--no-native", action="store_true",
+                     help="skip native stacks (gdb on hangs, core files on crashes); faulthandler evidence only")
+    run.add_argument("--keep-cores", action="store_true", help="keep the core files of crashed runs in their folders")
     run.add_argument("-v", "--verbose", action="store_true", help="print every run as it finishes")
 
     lister = commands.add_parser("list", help="list scenarios with their variants and expectations")
@@ -120,7 +122,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         hooks = native_capture_hooks()
     engine = Engine(interp, jobs=args.jobs, sinks=sinks, capture_hooks=hooks, runs_dir=runs_dir)
     options = PlanOptions(repeat=args.repeat, timeout=args.timeout,
-                          variants=tuple(args.variant) if args.variant else None)
+                          variants=tuple(args.variant) if args.variant else None,
+                          cores=not args.no_native, keep_cores=args.keep_cores)
     session = engine.run(scenarios, options)
     if session.interrupted:
         return EXIT_INTERRUPTED

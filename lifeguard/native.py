@@ -1,10 +1,78 @@
-"""Native capture hooks for hung runs (gdb), plugged into the supervisor's ladder."""
+"""Native evidence for failed runs: gdb on hung processes and on crash cores.
+
+The supervisor calls these only for runs that failed, so passing runs pay nothing.
+Without gdb, lifeguard still runs and keeps the faulthandler evidence.
+"""
 
 from __future__ import annotations
 
-from lifeguard.supervise import CaptureHook
+import os
+from pathlib import Path
+from typing import Any
+
+from lifeguard.backtraces import ProcessStacks, render_text
+from lifeguard.cache import cache_dir
+from lifeguard.cores import find_cores
+from lifeguard.supervise import CaptureHook, HangContext
+
+HANG_CAPTURE_TIMEOUT = 20.0
+CORE_ANALYSIS_TIMEOUT = 60.0
+
+
+def gdb_missing_note() -> str | None:
+    from lifeguard.capture import gdb_available
+
+    if gdb_available() is None:
+        return "gdb not found: native stacks are not captured (apt-get install gdb); faulthandler evidence only"
+    return None
+
+
+def _merge_python(process: ProcessStacks, python_stacks: dict[str, str]) -> ProcessStacks:
+    """Attach faulthandler Python frames where python-gdb gave none."""
+    from lifeguard.capture import merge_faulthandler
+
+    dump = python_stacks.get(str(process.pid))
+    if not dump or any(t.python_frames for t in process.threads):
+        return process
+    return merge_faulthandler(process, dump)
+
+
+def process_dicts(processes: list[ProcessStacks]) -> list[dict[str, Any]]:
+    """Backtraces as they go into report.json: one dict per process, with its text rendering."""
+    return [{**p.to_dict(), "text": render_text([p])} for p in processes]
+
+
+def gdb_hang_hook(context: HangContext) -> list[dict[str, Any]]:
+    """Native backtraces of every live process of a hung run's tree."""
+    from lifeguard.capture import capture_live
+
+    processes = capture_live(context.pids, timeout=HANG_CAPTURE_TIMEOUT, cache_dir=cache_dir() / "gdb-index")
+    return process_dicts([_merge_python(p, context.python_stacks) for p in processes])
 
 
 def native_capture_hooks() -> tuple[CaptureHook, ...]:
-    """The hooks available on this machine; empty when gdb is missing."""
-    return ()
+    """The hang capture hooks available here; empty when gdb is missing."""
+    from lifeguard.capture import gdb_available
+
+    return (gdb_hang_hook,) if gdb_available() else ()
+
+
+def analyse_crash_cores(run_dir: Path, executable: str, *, keep: bool = False) -> list[dict[str, Any]]:
+    """Backtraces from the core files a crashed run left in its folder; cores deleted unless ``keep``."""
+    from lifeguard.capture import analyse_core, gdb_available
+
+    cores = find_cores(run_dir)
+    if not cores:
+        return []
+    if gdb_available() is None:
+        if not keep:
+            for core in cores:
+                os.unlink(core)
+        return [{"error": "a core file was written but gdb is missing to read it (apt-get install gdb)"}]
+    processes = []
+    for core in cores:
+        processes.append(analyse_core(core, executable, timeout=CORE_ANALYSIS_TIMEOUT,
+                                      cache_dir=cache_dir() / "gdb-index"))
+        if not keep:
+            os.unlink(core)
+    return process_dicts(processes)

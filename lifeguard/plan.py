@@ -19,6 +19,8 @@ class PlanOptions:
     repeat: int | None = None  # overrides every scenario's default
     timeout: float | None = None  # overrides every scenario's default
     variants: tuple[str, ...] | None = None  # None: every variant a scenario declares
+    cores: bool = True  # read native stacks of crashes from core files
+    keep_cores: bool = False
 
 
 def _safe(text: str) -> str:
@@ -67,5 +69,6 @@ def make_specs(series: list[tuple[Scenario, str, int]], options: PlanOptions, in
                 run_dir=runs_dir / f"{_safe(item.name)}-{variant}-{index}",
                 expected=str(item.expectation(variant, interp.short_version)),
                 fixture=item.fixture, fixture_dir=str(fixture.directory) if fixture else None,
+                cores=options.cores, keep_cores=options.keep_cores,
             ))
     return specs

@@ -46,6 +46,8 @@ def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES) -> str:
         parts.append(f"finding [{finding.get('kind')}]: {finding.get('summary')}")
         if finding.get("hint"):
             parts.append(f"  fix: {finding['hint']}")
+    for note in result.notes:
+        parts.append(f"note: {note}")
     parts.append(f"evidence: {result.run_dir}")
     return "\n".join(parts)
 

@@ -44,6 +44,7 @@ class RunResult:
     backtraces: list[dict[str, Any]] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # about the evidence itself (e.g. gdb missing)
 
     @property
     def signal_name(self) -> str | None:

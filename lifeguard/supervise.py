@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -78,6 +78,8 @@ class RunSpec:
     argv: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     python_flags: tuple[str, ...] = ()
+    cores: bool = True  # let a crashing child dump core, and read its native stacks
+    keep_cores: bool = False
 
 
 @dataclass
@@ -247,7 +249,7 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
     child_spec = {
         "kind": spec.kind, "path": spec.path, "function": spec.function, "code": spec.code,
         "fixture": spec.fixture, "fixture_dir": spec.fixture_dir, "run_dir": str(run_dir),
-        "dump_signal": int(DUMP_SIGNAL), "argv": list(spec.argv),
+        "dump_signal": int(DUMP_SIGNAL), "argv": list(spec.argv), "cores": spec.cores,
     }
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC | os.O_CLOEXEC
     events_fd = os.open(events_path, flags, 0o644)
@@ -310,8 +312,43 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
             _finish(proc, killed)
     duration = time.monotonic() - started
     proc.poll()
-    return classify(spec, proc, duration, hung=hung, hung_pids=hung_pids, python_stacks=python_stacks,
-                    backtraces=backtraces, leftovers=leftovers, phase_at_deadline=phase_at_deadline)
+    result = classify(spec, proc, duration, hung=hung, hung_pids=hung_pids, python_stacks=python_stacks,
+                      backtraces=backtraces, leftovers=leftovers, phase_at_deadline=phase_at_deadline)
+    return explain(spec, result)
+
+
+def explain(spec: RunSpec, result: RunResult) -> RunResult:
+    """Add native crash stacks (from cores) and findings to a failed run; passing runs pay nothing."""
+    if result.outcome is Outcome.PASSED:
+        return result
+    notes = list(result.notes)
+    backtraces = list(result.backtraces)
+    from lifeguard.cores import core_setup, find_cores
+
+    if spec.cores and (result.outcome is Outcome.CRASHED or find_cores(spec.run_dir)):
+        from lifeguard.native import analyse_crash_cores
+
+        setup = core_setup()
+        if not setup.usable:
+            notes.append(setup.note)
+        try:
+            backtraces.extend(analyse_crash_cores(spec.run_dir, spec.interpreter.executable, keep=spec.keep_cores))
+        except Exception as exc:  # evidence is best effort; the outcome stands
+            notes.append(f"core analysis failed: {exc!r}")
+    if not backtraces and result.outcome in (Outcome.CRASHED, Outcome.HUNG):
+        from lifeguard.native import gdb_missing_note
+
+        missing = gdb_missing_note()
+        if missing:
+            notes.append(missing)
+    result = replace(result, backtraces=backtraces, notes=notes)
+    from lifeguard.diagnose import diagnose
+
+    try:
+        findings = [f.to_dict() for f in diagnose(result)]
+    except Exception as exc:  # a rule's bug must not lose the run
+        findings = [{"kind": "internal", "summary": f"diagnosis failed: {exc!r}", "hint": ""}]
+    return replace(result, findings=findings)
 
 
 def _finish(proc: subprocess.Popen[bytes], killed: list[int]) -> None:

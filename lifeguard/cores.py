@@ -1,0 +1,39 @@
+"""Core files: where the kernel puts them, and finding the ones a run left behind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
+
+
+@dataclass(frozen=True)
+class CoreSetup:
+    pattern: str
+    usable: bool  # cores land as files in the crashing process's working directory
+    note: str  # what to do when they don't
+
+
+def core_setup() -> CoreSetup:
+    """Read the kernel's core_pattern and say whether lifeguard can pick cores up."""
+    try:
+        pattern = CORE_PATTERN.read_text().strip()
+    except OSError:
+        return CoreSetup("", False, "cannot read /proc/sys/kernel/core_pattern; native crash stacks need cores")
+    if pattern.startswith("|"):
+        handler = pattern[1:].split()[0] if pattern[1:].split() else "a handler"
+        return CoreSetup(pattern, False,
+                         f"core files are piped to {handler} (core_pattern {pattern!r}); lifeguard cannot read "
+                         "them. Use --backtrace replay, or set core_pattern to 'core' (sysctl "
+                         "kernel.core_pattern=core) on a machine you own.")
+    if "/" in pattern:
+        return CoreSetup(pattern, False,
+                         f"core files go to {pattern!r}, outside the run's folder; use --backtrace replay or set "
+                         "kernel.core_pattern=core")
+    return CoreSetup(pattern, True, "")
+
+
+def find_cores(run_dir: Path) -> list[Path]:
+    """Core files in a run's folder (``core``, ``core.PID`` or a pattern starting with ``core``)."""
+    return sorted(p for p in run_dir.glob("core*") if p.is_file())

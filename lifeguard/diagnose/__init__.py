@@ -1,0 +1,40 @@
+"""Findings: lifeguard's explanation of a failed run's evidence.
+
+One rule per module in this package. A rule is a function ``check(evidence) ->
+list[Finding]``; add a module, list it in RULES, and every sink shows its findings.
+Specific rules run first; the generic rule speaks only when none of them did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from lifeguard.diagnose.evidence import Evidence, Finding
+from lifeguard.diagnose.fork_deadlock import check as fork_deadlock
+from lifeguard.diagnose.generic import check as generic
+from lifeguard.diagnose.gil_deadlock import check as gil_deadlock
+from lifeguard.diagnose.static_destructor import check as static_destructor
+from lifeguard.diagnose.wrong_thread_gc import check as wrong_thread_gc
+from lifeguard.results import RunResult
+
+Rule = Callable[[Evidence], list[Finding]]
+
+RULES: tuple[Rule, ...] = (static_destructor, fork_deadlock, gil_deadlock, wrong_thread_gc)
+FALLBACK_RULES: tuple[Rule, ...] = (generic,)
+
+
+def diagnose(result: RunResult) -> list[Finding]:
+    """Every finding the rules draw from one run's evidence (none for a passed run)."""
+    evidence = Evidence.of(result)
+    if not evidence.failed:
+        return []
+    findings: list[Finding] = []
+    for rule in RULES:
+        findings.extend(rule(evidence))
+    if not findings:
+        for rule in FALLBACK_RULES:
+            findings.extend(rule(evidence))
+    return findings
+
+
+__all__ = ["Evidence", "Finding", "RULES", "diagnose"]

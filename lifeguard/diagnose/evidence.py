@@ -1,0 +1,149 @@
+"""The view of a run that rules read, and the Finding they produce."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from lifeguard.backtraces import Frame, ProcessStacks, ThreadStack
+from lifeguard.outcomes import Outcome, Phase
+from lifeguard.results import RunResult
+
+# Native functions a thread sits in while it blocks (libc spellings vary by version).
+WAIT_FUNCTIONS = (
+    "pthread_join", "__pthread_clockjoin_ex", "__pthread_join", "___pthread_join",
+    "__futex_abstimed_wait", "futex_wait", "__lll_lock_wait", "__lll_lock_wait_private",
+    "pthread_cond_wait", "___pthread_cond_wait", "__pthread_cond_wait", "pthread_cond_timedwait",
+    "__pthread_cond_timedwait", "___pthread_cond_timedwait", "pthread_mutex_lock", "___pthread_mutex_lock",
+    "sem_wait", "__new_sem_wait_slow64", "sem_clockwait", "sem_timedwait", "do_futex_wait",
+    "__GI___futex_abstimed_wait_cancelable64",
+    "std::thread::join", "PyThread_acquire_lock_timed", "PyMUTEX_LOCK",
+    "wait4", "__wait4", "waitpid", "__waitpid",
+    "select", "__select", "poll", "__poll", "epoll_wait", "read", "__libc_read", "nanosleep",
+    "__GI___clock_nanosleep", "clock_nanosleep", "__clock_nanosleep", "pause", "sleep",
+)
+JOIN_FUNCTIONS = ("pthread_join", "__pthread_clockjoin_ex", "__pthread_join", "___pthread_join", "std::thread::join")
+FORK_FUNCTIONS = ("__libc_fork", "_Fork", "fork", "__run_fork_handlers", "__run_prefork_handlers",
+                  "os_fork_impl", "os_fork", "PyOS_BeforeFork")
+GIL_WAIT_FUNCTIONS = ("take_gil", "PyGILState_Ensure", "PyEval_RestoreThread", "PyEval_AcquireThread",
+                      "PyEval_AcquireLock")
+EXIT_HANDLER_FUNCTIONS = ("__run_exit_handlers", "__cxa_finalize", "_dl_fini", "exit", "__GI_exit")
+INTERPRETER_LIBS = ("libpython", "/python3", "/python")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One explanation: a stable kind, a one-line summary, who is involved, and what to do."""
+
+    kind: str
+    summary: str
+    hint: str
+    threads: tuple[dict[str, Any], ...] = ()  # {"pid", "tid", "name", "role"}
+    frames: tuple[str, ...] = ()  # the frames that make the case, rendered
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "summary": self.summary, "hint": self.hint, "threads": list(self.threads),
+                "frames": list(self.frames), "details": self.details}
+
+    def __str__(self) -> str:
+        return f"[{self.kind}] {self.summary}"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the rules look at: the outcome, the events and every captured stack."""
+
+    outcome: Outcome
+    phase: Phase | None
+    signal: int | None
+    signal_name: str | None
+    fatal_error: str | None
+    stderr_tail: str
+    processes: tuple[ProcessStacks, ...]
+    python_stacks: dict[str, str]
+    events: tuple[dict[str, Any], ...]
+
+    @classmethod
+    def of(cls, result: RunResult) -> Evidence:
+        processes = []
+        for item in result.backtraces:
+            if "pid" in item and "threads" in item:
+                processes.append(ProcessStacks.from_dict(item))
+        return cls(result.outcome, result.phase, result.signal, result.signal_name, result.fatal_error,
+                   result.stderr_tail, tuple(processes), dict(result.python_stacks), tuple(result.events))
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome is not Outcome.PASSED
+
+    def threads(self) -> list[tuple[ProcessStacks, ThreadStack]]:
+        return [(p, t) for p in self.processes for t in p.threads]
+
+    def event_kinds(self) -> set[str]:
+        return {e.get("event", "") for e in self.events}
+
+
+def matches(function: str | None, names: tuple[str, ...]) -> bool:
+    """Does a native frame's function name match one of ``names`` (ignoring libc alias prefixes)?"""
+    if not function:
+        return False
+    bare = function.split("(")[0].strip()
+    stripped = bare.lstrip("_")
+    for name in names:
+        if bare == name or stripped == name.lstrip("_") or bare.endswith("::" + name.split("::")[-1]) and "::" in name:
+            return True
+    return False
+
+
+def first_frame(thread: ThreadStack, names: tuple[str, ...]) -> tuple[int, Frame] | None:
+    for position, frame in enumerate(thread.frames):
+        if not frame.is_python and matches(frame.function, names):
+            return position, frame
+    return None
+
+
+def has_frame(thread: ThreadStack, names: tuple[str, ...]) -> bool:
+    return first_frame(thread, names) is not None
+
+
+def thread_ref(process: ProcessStacks, thread: ThreadStack, role: str) -> dict[str, Any]:
+    return {"pid": process.pid, "tid": thread.tid, "name": thread.name, "role": role}
+
+
+def caller_outside(thread: ThreadStack, start: int, skip: tuple[str, ...] = ()) -> Frame | None:
+    """The first frame after ``start`` (towards main) that is user code: not libc, not
+    libstdc++, not the interpreter, not in ``skip``. Names who made a blocking call."""
+    for frame in thread.frames[start + 1:]:
+        if frame.is_python:
+            return frame
+        library = frame.library or ""
+        if any(part in library for part in ("libc.so", "libc-", "libstdc++", "libpthread", "ld-linux")):
+            continue
+        if any(part in library for part in INTERPRETER_LIBS) or matches(frame.function, skip):
+            continue
+        if frame.function and (frame.function.startswith("std::") or frame.function.startswith("__")):
+            continue
+        return frame
+    return None
+
+
+def describe(frame: Frame | None) -> str:
+    if frame is None:
+        return "unknown code"
+    text = frame.function or "??"
+    if frame.file:
+        text += f" ({frame.file.rsplit('/', 1)[-1]}:{frame.line})" if frame.line else f" ({frame.file})"
+    elif frame.library:
+        text += f" in {frame.library.rsplit('/', 1)[-1]}"
+    return text
+
+
+_PY_LINE = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
+
+
+def python_location(dump: str) -> str | None:
+    """The innermost Python frame of the first thread of a faulthandler dump."""
+    match = _PY_LINE.search(dump)
+    return f"{match.group(3)} ({match.group(1).rsplit('/', 1)[-1]}:{match.group(2)})" if match else None

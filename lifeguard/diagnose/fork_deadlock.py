@@ -1,0 +1,81 @@
+"""fork-deadlock: a thread stuck inside fork(), or a forked child on an inherited lock.
+
+The MXNet ``CustomOperator`` incident: a ``pthread_atfork`` prepare handler joins
+workers that call back into Python while the forking thread holds the GIL. And
+the classic: a child forked while another thread held a lock waits forever for it.
+"""
+
+from __future__ import annotations
+
+from lifeguard.diagnose.evidence import (
+    FORK_FUNCTIONS,
+    GIL_WAIT_FUNCTIONS,
+    JOIN_FUNCTIONS,
+    WAIT_FUNCTIONS,
+    Evidence,
+    Finding,
+    caller_outside,
+    describe,
+    first_frame,
+    has_frame,
+    thread_ref,
+)
+from lifeguard.outcomes import Outcome
+
+KIND = "fork-deadlock"
+HINT_PREPARE = ("Do not block on other threads in a pthread_atfork prepare handler while they may need the GIL: "
+                "release the GIL around the stop/join (Py_BEGIN_ALLOW_THREADS), or stop the workers before "
+                "os.fork() and restart them in the child.")
+HINT_CHILD = ("A forked child inherits locks held by threads that do not exist in it. Fork before starting "
+              "threads, use the 'spawn'/'forkserver' start method, or reset the lock with os.register_at_fork.")
+
+
+def check(evidence: Evidence) -> list[Finding]:
+    if evidence.outcome is not Outcome.HUNG:
+        return []
+    findings: list[Finding] = []
+    forked_pids = {e.get("pid") for e in evidence.events if e.get("event") == "forked"}
+    for process, thread in evidence.threads():
+        fork_at = first_frame(thread, FORK_FUNCTIONS)
+        if fork_at is None:
+            continue
+        blocked = next(((i, f) for i, f in enumerate(thread.frames[: fork_at[0]])
+                        if not f.is_python and f.function and any(
+                            f.function.lstrip("_").startswith(w.lstrip("_")) for w in WAIT_FUNCTIONS)), None)
+        handler = caller_outside(thread, blocked[0] if blocked else 0, skip=FORK_FUNCTIONS)
+        waits = describe(blocked[1]) if blocked else "a blocking call"
+        involved = [thread_ref(process, thread, "forking")]
+        others = [t for t in process.threads if t.tid != thread.tid and has_frame(t, GIL_WAIT_FUNCTIONS)]
+        holder = ""
+        if blocked and has_frame(thread, JOIN_FUNCTIONS) and others:
+            holder = (f"; thread {others[0].tid} it joins waits for the GIL the forking thread holds"
+                      f" ({describe(first_frame(others[0], GIL_WAIT_FUNCTIONS)[1])})")  # type: ignore[index]
+            involved.append(thread_ref(process, others[0], "waits for the GIL"))
+        summary = (f"deadlock in fork: thread {thread.tid} of process {process.pid} is inside fork() and waits in "
+                   f"{waits}, called from {describe(handler)}{holder}")
+        findings.append(Finding(kind=KIND, summary=summary, hint=HINT_PREPARE, threads=tuple(involved),
+                                frames=tuple(str(f) for f in thread.frames[: fork_at[0] + 1] if not f.is_python)))
+    for process in evidence.processes:
+        if process.pid not in forked_pids:
+            continue
+        for thread in process.threads:
+            lock = first_frame(thread, ("__lll_lock_wait", "__lll_lock_wait_private", "pthread_mutex_lock",
+                                        "___pthread_mutex_lock", "PyThread_acquire_lock_timed", "sem_wait",
+                                        "do_futex_wait", "__futex_abstimed_wait"))
+            if lock is None:
+                continue
+            caller = caller_outside(thread, lock[0])
+            summary = (f"forked child {process.pid} is blocked on a lock inherited from its parent: thread "
+                       f"{thread.tid} waits in {describe(lock[1])}, called from {describe(caller)}")
+            findings.append(Finding(kind=KIND, summary=summary, hint=HINT_CHILD,
+                                    threads=(thread_ref(process, thread, "blocked in forked child"),),
+                                    frames=tuple(str(f) for f in thread.frames[:12])))
+            break
+    if not findings and not evidence.processes:
+        # Without native stacks: a forked child's faulthandler dump stuck on a lock.
+        for pid, dump in evidence.python_stacks.items():
+            if int(pid) in forked_pids and ".acquire" in dump or (int(pid) in forked_pids and "__enter__" in dump):
+                findings.append(Finding(
+                    kind=KIND, summary=f"forked child {pid} is blocked acquiring a lock (Python stack)",
+                    hint=HINT_CHILD, details={"confidence": "python stack only"}))
+    return findings

@@ -1,0 +1,35 @@
+"""wrong-thread-gc: corruption or a crash while gc ran on a thread other than the main one.
+
+The TVM Disco ``DRef`` incident: a reference cycle through a swallowed exception's
+traceback delays a free until the garbage collector runs, on another thread,
+whose destructor then writes to a channel the owner thread is writing to.
+The child bootstrap records collections on non-main threads (gc.callbacks).
+"""
+
+from __future__ import annotations
+
+from lifeguard.diagnose.evidence import Evidence, Finding
+from lifeguard.outcomes import Outcome
+
+KIND = "wrong-thread-gc"
+HINT = ("An object whose destructor touches state owned by one thread was freed by the garbage collector on "
+        "another. Break the reference cycle that delays the free (keep no traceback/frame of a swallowed "
+        "exception, pass owners explicitly instead of temporary wrappers), serialise the shared writes, or hand "
+        "frees to the owner thread.")
+
+
+def check(evidence: Evidence) -> list[Finding]:
+    if evidence.outcome not in (Outcome.CORRUPTED, Outcome.CRASHED):
+        return []
+    foreign = [e for e in evidence.events if e.get("event") == "gc-foreign-thread"]
+    if not foreign:
+        return []
+    names = sorted({f"{e.get('thread_name')} ({e.get('thread')})" for e in foreign})
+    corruption = next((e for e in evidence.events if e.get("event") == "corrupted"), None)
+    what = f"corruption ({corruption.get('message')})" if corruption else (evidence.signal_name or "a crash")
+    summary = (f"{what} while the garbage collector ran on a non-main thread: {len(foreign)} collection(s) on "
+               f"{', '.join(names)}")
+    return [Finding(kind=KIND, summary=summary, hint=HINT,
+                    threads=tuple({"pid": e.get("pid"), "tid": e.get("thread"), "name": e.get("thread_name"),
+                                   "role": "ran gc"} for e in foreign[:5]),
+                    details={"collections": len(foreign)})]
