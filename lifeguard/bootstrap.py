@@ -143,7 +143,10 @@ def _load_function(path: str, name: str) -> object:
     sys.modules[module_name] = module
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     spec.loader.exec_module(module)
-    return getattr(module, name)
+    target: object = module
+    for part in name.split("."):  # "TestClass.test_method" for tests in classes
+        target = getattr(target, part)
+    return target
 
 
 def _run_body(emit: object, body: object) -> None:

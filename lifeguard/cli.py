@@ -87,6 +87,10 @@ def build_parser() -> Parser:
     _add_selection(build)
     build.add_argument("--python", metavar="PATH", help="interpreter to build for (default: this one)")
     build.add_argument("--force", action="store_true", help="rebuild even when a cached build exists")
+    probe = commands.add_parser("probe", help="probe an extension module for lifetime bugs (exit, fork, gc-thread)")
+    from lifeguard import probes
+
+    probes.add_arguments(probe)
     return parser
 
 
@@ -162,7 +166,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "build": cmd_build}
+def cmd_probe(args: argparse.Namespace) -> int:
+    from lifeguard import probes
+
+    return probes.cli_main(args)
+
+
+COMMANDS = {"run": cmd_run, "list": cmd_list, "build": cmd_build, "probe": cmd_probe}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
