@@ -82,10 +82,48 @@ def _allow_core_dumps() -> None:
         pass
 
 
+def apply_perturbations(names: list[str], seed: int) -> None:
+    """The child-side perturbations (see lifeguard.perturb), seeded for replay."""
+    import random
+
+    rng = random.Random(seed)
+    if "switch-interval" in names:
+        sys.setswitchinterval(1e-6)
+    if "gc-aggressive" in names:
+        import gc
+
+        gc.set_threshold(1, 1, 1)
+    if "pin-cpu" in names and hasattr(os, "sched_setaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[rng.randrange(len(cpus))]})
+    if "gc-thread" in names:
+        import gc
+        import threading
+        import time
+
+        pause = rng.uniform(0.0, 0.0005)
+
+        def collect_forever() -> None:
+            # A daemon: it dies with the process and never delays the exit.
+            while True:
+                gc.collect()
+                time.sleep(pause)
+
+        threading.Thread(target=collect_forever, name="lifeguard-gc", daemon=True).start()
+
+
 def main() -> None:
+    """Entry point of a fresh child: the spec comes in the environment."""
     import json
 
-    spec = json.loads(os.environ.pop(SPEC_ENV))
+    run(json.loads(os.environ.pop(SPEC_ENV)))
+
+
+def run(spec: dict) -> None:
+    """Set up the evidence machinery, import the fixture and the scenario, run the body.
+
+    Returns when the body returned; raises what the body raised (SystemExit included).
+    """
     from lifeguard import child
 
     emit = child.emit
@@ -103,6 +141,8 @@ def main() -> None:
 
     emit("started", python=list(sys.version_info[:3]), main_thread=threading.get_ident())
     _install_gc_watch(emit)
+    if spec.get("perturbations"):
+        apply_perturbations(spec["perturbations"], spec.get("seed", 0))
 
     kind = spec["kind"]
     if kind == "code":

@@ -48,6 +48,26 @@ def report_corruption(message: str, data: bytes | None = None) -> None:
     emit("corrupted", **fields)
 
 
+_jitter_rng = None
+
+
+def hook_point() -> None:
+    """A place where the ``jitter`` perturbation may sleep a few random microseconds.
+
+    Call it in scenario code between steps whose interleaving matters. Free when
+    the perturbation is off. Native fixtures read LIFEGUARD_JITTER_US the same way.
+    """
+    global _jitter_rng
+    limit = os.environ.get("LIFEGUARD_JITTER_US")
+    if not limit:
+        return
+    if _jitter_rng is None:
+        import random
+
+        _jitter_rng = random.Random(int(os.environ.get("LIFEGUARD_SEED", "0")))
+    time.sleep(_jitter_rng.uniform(0, int(limit)) / 1e6)
+
+
 def variant() -> str:
     """The variant this run exercises: ``buggy``, ``fixed`` or ``default``."""
     return os.environ.get(VARIANT_ENV, "default")

@@ -7,14 +7,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from lifeguard.forkserver import ForkServers
 from lifeguard.interpreter import Interpreter
 from lifeguard.outcomes import Expectation, Outcome, Verdict
-from lifeguard.plan import PlanOptions, build_all, make_specs, series_of
+from lifeguard.plan import PlanOptions, Scheduler, build_all, exit_mode_for, series_of
 from lifeguard.proctree import become_subreaper
 from lifeguard.results import RunResult
 from lifeguard.scenarios import Scenario
@@ -55,6 +55,7 @@ class Session:
     started: float = field(default_factory=time.time)
     duration: float = 0.0
     runs_dir: Path | None = None
+    base_seed: int = 0
 
     @property
     def all_expected(self) -> bool:
@@ -64,7 +65,7 @@ class Session:
 class Sink(Protocol):
     """Receives results as they come; every report reads the same objects."""
 
-    def start(self, session: Session, total_runs: int) -> None: ...
+    def start(self, session: Session, total_runs: int | None) -> None: ...
 
     def result(self, result: RunResult) -> None: ...
 
@@ -115,6 +116,7 @@ class Engine:
         self.runs_dir = runs_dir
         self.force_build = force_build
         self.cancel = threading.Event()
+        self._lock = threading.Lock()
 
     def run(self, scenarios: list[Scenario], options: PlanOptions) -> Session:
         session = Session(self.interpreter, scenarios)
@@ -123,17 +125,22 @@ class Engine:
         temporary = self.runs_dir is None
         runs_dir = self.runs_dir or Path(tempfile.mkdtemp(prefix="lifeguard-runs-"))
         session.runs_dir = runs_dir
-        specs = make_specs(series, options, self.interpreter, built, runs_dir)
+        scheduler = Scheduler(series, options, self.interpreter, built, runs_dir)
+        session.base_seed = scheduler.base_seed
         become_subreaper()
+        servers = ForkServers(self.interpreter) if any(
+            exit_mode_for(item, self.interpreter, options.mode) != "fresh" for item, _, _ in series) else None
         for sink in self.sinks:
-            sink.start(session, len(specs))
+            sink.start(session, scheduler.total)
         began = time.monotonic()
         try:
-            self._execute(specs, session)
+            self._execute(scheduler, session, servers, began)
         except KeyboardInterrupt:
             session.interrupted = True
             self.cancel.set()
         finally:
+            if servers is not None:
+                servers.close()
             session.duration = time.monotonic() - began
             session.summaries = summarise(session, series)
             for sink in self.sinks:
@@ -142,51 +149,55 @@ class Engine:
                 shutil.rmtree(runs_dir, ignore_errors=True)
         return session
 
-    def _one(self, spec: RunSpec) -> RunResult | None:
+    def _one(self, spec: RunSpec, servers: ForkServers | None, began: float) -> RunResult | None:
         if self.cancel.is_set():
             return None
         try:
-            result = run_once(spec, cancel=self.cancel, capture_hooks=self.capture_hooks)
+            if spec.mode == "fresh" or servers is None:
+                result = run_once(spec, cancel=self.cancel, capture_hooks=self.capture_hooks)
+            else:
+                result = servers.run(spec, cancel=self.cancel, capture_hooks=self.capture_hooks)
         except RunInterrupted:
             return None
         if result.outcome is Outcome.PASSED and not self.keep_passed:
             shutil.rmtree(spec.run_dir, ignore_errors=True)
-        return result
+        return replace(result, finished_at=round(time.monotonic() - began, 4))
 
-    def _deliver(self, session: Session, result: RunResult | None) -> None:
+    def _deliver(self, session: Session, scheduler: Scheduler, result: RunResult | None) -> None:
         if result is None:
             return
-        session.results.append(result)
-        for sink in self.sinks:
-            sink.result(result)
+        scheduler.record(result)
+        with self._lock:
+            session.results.append(result)
+            for sink in self.sinks:
+                sink.result(result)
 
-    def _execute(self, specs: list[RunSpec], session: Session) -> None:
+    def _worker(self, scheduler: Scheduler, session: Session, servers: ForkServers | None, began: float) -> None:
+        while not self.cancel.is_set():
+            spec = scheduler.next_spec()
+            if spec is None:
+                return
+            self._deliver(session, scheduler, self._one(spec, servers, began))
+
+    def _execute(self, scheduler: Scheduler, session: Session, servers: ForkServers | None, began: float) -> None:
         if self.jobs == 1:
-            for spec in specs:
-                self._deliver(session, self._one(spec))
+            self._worker(scheduler, session, servers, began)
             return
-        pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="lifeguard-run")
-        pending: set[Future[RunResult | None]] = set()
-        queue = list(reversed(specs))
+        workers = [threading.Thread(target=self._worker, args=(scheduler, session, servers, began),
+                                    name=f"lifeguard-run-{n}", daemon=True) for n in range(self.jobs)]
+        for worker in workers:
+            worker.start()
         try:
-            while queue or pending:
-                while queue and len(pending) < self.jobs * 2:
-                    pending.add(pool.submit(self._one, queue.pop()))
-                # A bounded wait keeps the main thread responsive to Ctrl-C.
-                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                for future in done:
-                    self._deliver(session, future.result())
+            for worker in workers:
+                # Bounded joins keep the main thread responsive to Ctrl-C.
+                while worker.is_alive():
+                    worker.join(0.5)
         except BaseException:
             self.cancel.set()
-            for future in pending:
-                future.cancel()
-            raise
-        finally:
             # Workers notice the cancel flag within a poll interval and kill their trees.
-            pool.shutdown(wait=True, cancel_futures=True)
-            for future in pending:
-                if future.done() and not future.cancelled() and future.exception() is None:
-                    self._deliver(session, future.result())
+            for worker in workers:
+                worker.join(30)
+            raise
 
 
 def run_scenarios(scenarios: list[Scenario], interpreter: Interpreter, options: PlanOptions, *,

@@ -50,6 +50,20 @@ def gdb_hang_hook(context: HangContext) -> list[dict[str, Any]]:
     return process_dicts([_merge_python(p, context.python_stacks) for p in processes])
 
 
+def merge_python_stacks(backtraces: list[dict[str, Any]], python_stacks: dict[str, str]) -> list[dict[str, Any]]:
+    """Give native stacks without Python frames (no python-gdb) the faulthandler ones."""
+    merged = []
+    for item in backtraces:
+        if "pid" in item and "threads" in item and str(item["pid"]) in python_stacks:
+            process = ProcessStacks.from_dict(item)
+            updated = _merge_python(process, python_stacks)
+            if updated is not process:
+                merged.extend(process_dicts([updated]))
+                continue
+        merged.append(item)
+    return merged
+
+
 def native_capture_hooks() -> tuple[CaptureHook, ...]:
     """The hang capture hooks available here; empty when gdb is missing."""
     from lifeguard.capture import gdb_available

@@ -45,6 +45,10 @@ class RunResult:
     findings: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # about the evidence itself (e.g. gdb missing)
+    seed: int = 0  # replay this run with --seed
+    perturbations: list[str] = field(default_factory=list)
+    mode: str = "fresh"  # "fresh", "fork-server/fast" or "fork-server/full"
+    finished_at: float = 0.0  # seconds since the session started
 
     @property
     def signal_name(self) -> str | None:

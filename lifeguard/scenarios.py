@@ -45,6 +45,8 @@ class Scenario:
     code: str | None = None  # source for `-c CODE` and plain scripts run as a whole
     kind: str = "function"  # "function", "script" or "code"
     tags: tuple[str, ...] = field(default_factory=tuple)
+    # The body needs no pristine interpreter: runs may be forked from a warm server.
+    fork_server: bool = False
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -150,6 +152,7 @@ def scenario(
     repeat: int | Mapping[str, int] = 1,
     name: str | None = None,
     tags: tuple[str, ...] = (),
+    fork_server: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a scenario whose body (the decorated function) runs in a fresh child.
 
@@ -160,6 +163,9 @@ def scenario(
         by version. Without a fixture the only variant is ``default``.
     timeout: seconds before the run counts as hung.
     repeat: runs per variant by default (an int, or a dict per variant).
+    fork_server: the body needs no pristine interpreter, so under ``--mode auto``
+        its runs may be forked from a warm server (exit-phase scenarios still get
+        a fresh interpreter).
     """
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -190,6 +196,7 @@ def scenario(
                 repeat=repeats,
                 description=inspect.cleandoc(func.__doc__ or "").split("\n\n")[0],
                 tags=tuple(tags),
+                fork_server=bool(fork_server),
             )
         )
         return func

@@ -80,6 +80,9 @@ class RunSpec:
     python_flags: tuple[str, ...] = ()
     cores: bool = True  # let a crashing child dump core, and read its native stacks
     keep_cores: bool = False
+    seed: int = 0
+    perturbations: tuple[str, ...] = ()
+    mode: str = "fresh"  # "fresh", "fork-server/fast" or "fork-server/full"
 
 
 @dataclass
@@ -176,32 +179,77 @@ def phase_of(events: list[dict[str, Any]], main_pid: int) -> Phase:
     return Phase.IMPORT
 
 
-def _wait_exit(proc: subprocess.Popen[bytes], deadline: float, cancel: threading.Event | None,
+class ChildHandle(Protocol):
+    """A started run's main process, however it was started (spawned, or forked by a server)."""
+
+    pid: int
+
+    def wait_step(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s; True once the process has exited."""
+        ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def reap(self, timeout: float) -> None:
+        """Collect the exit status after a kill (bounded)."""
+        ...
+
+
+class PopenHandle:
+    """A fresh child started with Popen, waited on through a pidfd (no polling latency)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        try:
+            self._pidfd: int | None = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            self._pidfd = None  # old kernel: fall back to short sleeps
+
+    def wait_step(self, timeout: float) -> bool:
+        if self.proc.poll() is not None:
+            self._close()
+            return True
+        if self._pidfd is not None:
+            select.select([self._pidfd], [], [], timeout)
+        else:
+            time.sleep(min(timeout, 0.005))
+        if self.proc.poll() is not None:
+            self._close()
+            return True
+        return False
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def reap(self, timeout: float) -> None:
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass  # unkillable (D state): reported by the leak checks
+        self._close()
+
+    def _close(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+def _wait_exit(handle: ChildHandle, deadline: float, cancel: threading.Event | None,
                outputs: tuple[Path, ...], cap: int) -> bool:
     """Wait for the child until the deadline; True if it exited."""
-    try:
-        pidfd: int | None = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        pidfd = None  # old kernel: fall back to polling
-    try:
-        while True:
-            if proc.poll() is not None:
-                return True
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            if cancel is not None and cancel.is_set():
-                raise RunInterrupted()
-            step = min(remaining, POLL_INTERVAL)
-            if pidfd is not None:
-                select.select([pidfd], [], [], step)
-            else:
-                time.sleep(min(step, 0.005))
-            for out in outputs:
-                _cap_output(out, cap)
-    finally:
-        if pidfd is not None:
-            os.close(pidfd)
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return handle.wait_step(0)
+        if cancel is not None and cancel.is_set():
+            raise RunInterrupted()
+        if handle.wait_step(min(remaining, POLL_INTERVAL)):
+            return True
+        for out in outputs:
+            _cap_output(out, cap)
 
 
 def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
@@ -237,34 +285,59 @@ def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
     return stacks
 
 
+@dataclass(frozen=True)
+class RunFiles:
+    """The run's folder and the files the child writes (opened by the supervisor)."""
+
+    run_dir: Path
+    stdout: Path
+    stderr: Path
+    events: Path
+
+    @classmethod
+    def create(cls, run_dir: Path) -> tuple[RunFiles, tuple[int, int, int]]:
+        """Make the folder and open (events, stdout, stderr) for the child: O_APPEND, so
+        lines from several processes never interleave and capping can truncate."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        files = cls(run_dir, run_dir / "stdout.txt", run_dir / "stderr.txt", run_dir / "events.jsonl")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC | os.O_CLOEXEC
+        fds = (os.open(files.events, flags, 0o644), os.open(files.stdout, flags, 0o644),
+               os.open(files.stderr, flags, 0o644))
+        return files, fds
+
+
+def child_spec(spec: RunSpec) -> dict[str, Any]:
+    """What the child bootstrap needs to know (sent as JSON)."""
+    return {
+        "kind": spec.kind, "path": spec.path, "function": spec.function, "code": spec.code,
+        "fixture": spec.fixture, "fixture_dir": spec.fixture_dir, "run_dir": str(spec.run_dir),
+        "dump_signal": int(DUMP_SIGNAL), "argv": list(spec.argv), "cores": spec.cores,
+        "seed": spec.seed, "perturbations": list(spec.perturbations), "variant": spec.variant,
+        "exit": "fast" if spec.mode == "fork-server/fast" else "full",
+    }
+
+
+def child_env(spec: RunSpec, run_id: str, events_fd: int) -> dict[str, str]:
+    """The environment entries lifeguard adds for a run."""
+    env = dict(spec.env)
+    env.update({CHILD_ENV: "1", RUN_MARKER_ENV: run_id, EVENTS_ENV: str(events_fd), VARIANT_ENV: spec.variant})
+    return env
+
+
 def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
              capture_hooks: tuple[CaptureHook, ...] = (),
              output_cap: int = DEFAULT_OUTPUT_CAP,
              on_start: Callable[[int], None] | None = None) -> RunResult:
     """Run ``spec`` in a fresh child and return its classified result."""
-    run_dir = spec.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    stdout_path, stderr_path, events_path = run_dir / "stdout.txt", run_dir / "stderr.txt", run_dir / "events.jsonl"
+    files, (events_fd, out_fd, err_fd) = RunFiles.create(spec.run_dir)
     run_id = uuid.uuid4().hex
-    child_spec = {
-        "kind": spec.kind, "path": spec.path, "function": spec.function, "code": spec.code,
-        "fixture": spec.fixture, "fixture_dir": spec.fixture_dir, "run_dir": str(run_dir),
-        "dump_signal": int(DUMP_SIGNAL), "argv": list(spec.argv), "cores": spec.cores,
-    }
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC | os.O_CLOEXEC
-    events_fd = os.open(events_path, flags, 0o644)
-    out_fd = os.open(stdout_path, flags, 0o644)
-    err_fd = os.open(stderr_path, flags, 0o644)
     env = dict(os.environ)
-    env.update(spec.env)
-    env.update({
-        CHILD_ENV: "1", RUN_MARKER_ENV: run_id, EVENTS_ENV: str(events_fd),
-        VARIANT_ENV: spec.variant, "LIFEGUARD_SPEC": json.dumps(child_spec),
-    })
+    env.update(child_env(spec, run_id, events_fd))
+    env["LIFEGUARD_SPEC"] = json.dumps(child_spec(spec))
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
-            child_argv(spec, child_path_dir()), cwd=run_dir, env=env, stdin=subprocess.DEVNULL,
+            child_argv(spec, child_path_dir()), cwd=files.run_dir, env=env, stdin=subprocess.DEVNULL,
             stdout=out_fd, stderr=err_fd, pass_fds=(events_fd,), start_new_session=True,
         )
     finally:
@@ -273,6 +346,14 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
         os.close(err_fd)
     if on_start is not None:
         on_start(proc.pid)
+    return supervise(spec, PopenHandle(proc), run_id, files, started, cancel=cancel,
+                     capture_hooks=capture_hooks, output_cap=output_cap)
+
+
+def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, started: float, *,
+              cancel: threading.Event | None = None, capture_hooks: tuple[CaptureHook, ...] = (),
+              output_cap: int = DEFAULT_OUTPUT_CAP) -> RunResult:
+    """Watch a started run to its end: deadline, escalation ladder, leftovers, verdict data."""
     python_stacks: dict[str, str] = {}
     backtraces: list[dict[str, Any]] = []
     leftovers: list[dict[str, Any]] = []
@@ -280,40 +361,47 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
     hung_pids: list[int] = []
     phase_at_deadline: Phase | None = None
     try:
-        exited = _wait_exit(proc, started + spec.timeout, cancel, (stdout_path, stderr_path), output_cap)
+        exited = _wait_exit(handle, started + spec.timeout, cancel, (files.stdout, files.stderr), output_cap)
         if not exited:
             hung = True
-            hung_pids = run_tree(proc.pid, run_id)
+            hung_pids = run_tree(handle.pid, run_id)
             # The phase is what the tree was doing at the deadline: the dump
             # signal below may interrupt a blocking call and let the body move on.
-            phase_at_deadline = phase_of(read_events(events_path), proc.pid)
-            python_stacks = dump_python_stacks(hung_pids, run_dir)
-            context = HangContext(spec, hung_pids, python_stacks)
+            phase_at_deadline = phase_of(read_events(files.events), handle.pid)
+            # Native capture first: the dump signal interrupts blocking calls (a join
+            # wakes up and queues for the GIL), which would change the very deadlock
+            # gdb is about to show. The faulthandler dumps come right after.
+            context = HangContext(spec, hung_pids, {})
             for hook in capture_hooks:
                 try:
                     backtraces.extend(hook(context))
                 except Exception as exc:  # a capture failure must not lose the run
                     backtraces.append({"error": f"capture hook failed: {exc!r}"})
+            python_stacks = dump_python_stacks(hung_pids, files.run_dir)
+            if backtraces and python_stacks:
+                from lifeguard.native import merge_python_stacks
+
+                backtraces = merge_python_stacks(backtraces, python_stacks)
         else:
-            left = run_tree(proc.pid, run_id, include_root=False)
+            left = run_tree(handle.pid, run_id, include_root=False)
             if left:
                 time.sleep(LEFTOVER_GRACE)
-                left = run_tree(proc.pid, run_id, include_root=False)
+                left = run_tree(handle.pid, run_id, include_root=False)
             for pid in left:
                 info = read_proc(pid)
                 leftovers.append({"pid": pid, "comm": info.comm if info else "?", "ppid": info.ppid if info else None})
     except BaseException:  # cancelled, Ctrl-C in this thread, or our own bug: never leave the tree behind
-        killed = kill_tree(proc.pid, run_id)
-        _finish(proc, killed)
+        killed = kill_tree(handle.pid, run_id)
+        _finish(handle, killed)
         raise
     finally:
         if hung or leftovers:
-            killed = kill_tree(proc.pid, run_id)
-            _finish(proc, killed)
+            killed = kill_tree(handle.pid, run_id)
+            _finish(handle, killed)
     duration = time.monotonic() - started
-    proc.poll()
-    result = classify(spec, proc, duration, hung=hung, hung_pids=hung_pids, python_stacks=python_stacks,
-                      backtraces=backtraces, leftovers=leftovers, phase_at_deadline=phase_at_deadline)
+    result = classify(spec, handle.pid, None if hung else handle.returncode, duration, hung=hung,
+                      hung_pids=hung_pids, python_stacks=python_stacks, backtraces=backtraces,
+                      leftovers=leftovers, phase_at_deadline=phase_at_deadline)
     return explain(spec, result)
 
 
@@ -351,24 +439,19 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
     return replace(result, findings=findings)
 
 
-def _finish(proc: subprocess.Popen[bytes], killed: list[int]) -> None:
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass  # unkillable (D state); reported by the leak check of the caller
-    reap_orphans([p for p in killed if p != proc.pid])
+def _finish(handle: ChildHandle, killed: list[int]) -> None:
+    handle.reap(timeout=5)
+    reap_orphans([p for p in killed if p != handle.pid])
 
 
-def classify(spec: RunSpec, proc: subprocess.Popen[bytes], duration: float, *, hung: bool,
+def classify(spec: RunSpec, main_pid: int, rc: int | None, duration: float, *, hung: bool,
              hung_pids: list[int], python_stacks: dict[str, str], backtraces: list[dict[str, Any]],
              leftovers: list[dict[str, Any]], phase_at_deadline: Phase | None = None) -> RunResult:
     run_dir = spec.run_dir
     events = read_events(run_dir / "events.jsonl")
     stderr_tail = _tail(run_dir / "stderr.txt")
     stdout_tail = _tail(run_dir / "stdout.txt")
-    main_pid = proc.pid
     phase: Phase | None = phase_of(events, main_pid)
-    rc = None if hung else proc.returncode
     signum = -rc if rc is not None and rc < 0 else None
     fatal = FATAL_RE.search(stderr_tail)
     corruption = [e for e in events if e["event"] == "corrupted"]
@@ -421,4 +504,5 @@ def classify(spec: RunSpec, proc: subprocess.Popen[bytes], duration: float, *, h
         leftover_processes=leftovers, evidence=evidence, stdout_tail=stdout_tail, stderr_tail=stderr_tail,
         python_stacks=python_stacks, backtraces=backtraces,
         events=[e for e in events if e["event"] not in ("started",)][:200],
+        seed=spec.seed, perturbations=list(spec.perturbations), mode=spec.mode,
     )

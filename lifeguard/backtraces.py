@@ -1,0 +1,322 @@
+"""Backtraces as data: every thread of every process of a run, native and Python frames.
+
+Capture backends (gdb on a live process or a core, a faulthandler dump) fill these
+types; reports, findings and the terminal read them. Each type round-trips through
+JSON with ``to_dict()`` / ``from_dict()`` so report.json carries them unchanged.
+
+Python frames are modelled as ``Frame`` objects with ``is_python=True`` whose
+``function``/``file``/``line`` are the Python function, source file and line. They
+sit in ``ThreadStack.frames`` just before (newer than) the native
+``_PyEval_EvalFrameDefault`` frame that executes them, the order ``py-bt`` and
+pystack use, so one list reads innermost to outermost across both worlds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+EVAL_FRAME_FUNCTION = "_PyEval_EvalFrameDefault"
+
+# GIL states of a thread (ThreadStack.gil); None when it cannot be told.
+GIL_HELD = "held"
+GIL_WAITING = "waiting"
+GIL_RELEASED = "released"
+GIL_STATES = (GIL_HELD, GIL_WAITING, GIL_RELEASED)
+
+# Native functions that are on a stack only while the thread acquires the GIL:
+# the MXNet fork deadlock shows a native thread parked in PyGILState_Ensure ->
+# take_gil while the forking thread holds the GIL.
+GIL_ACQUIRE_FUNCTIONS = frozenset(
+    {"take_gil", "PyEval_RestoreThread", "PyGILState_Ensure", "PyEval_AcquireThread", "PyEval_AcquireLock"}
+)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame: native (function, source, shared object, pc) or Python (is_python)."""
+
+    function: str | None  # demangled; None when gdb knows no symbol for the pc
+    file: str | None = None
+    line: int | None = None
+    library: str | None = None  # shared object path; None for the executable or unknown
+    address: str | None = None  # pc as "0x..."; None for Python frames
+    is_python: bool = False
+    inline: bool = False  # a native frame gdb reconstructed from inlining (same pc as its caller)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "function": self.function,
+            "file": self.file,
+            "line": self.line,
+            "library": self.library,
+            "address": self.address,
+            "is_python": self.is_python,
+            "inline": self.inline,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Frame:
+        line = data.get("line")
+        return cls(
+            function=data.get("function"),
+            file=data.get("file"),
+            line=int(line) if line is not None else None,
+            library=data.get("library"),
+            address=data.get("address"),
+            is_python=bool(data.get("is_python", False)),
+            inline=bool(data.get("inline", False)),
+        )
+
+    @property
+    def is_eval_frame(self) -> bool:
+        """The native frame of CPython's bytecode loop (it runs one or more Python frames)."""
+        return not self.is_python and self.function == EVAL_FRAME_FUNCTION
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file:
+            where = f" at {self.file}:{self.line}" if self.line is not None else f" at {self.file}"
+        if self.is_python:
+            return f"{self.function or '??'} (Python){where}"
+        library = f" in {_short_library(self.library)}" if self.library else ""
+        return f"{self.function or '??'}{where}{library}"
+
+
+@dataclass(frozen=True)
+class ThreadStack:
+    """The stack of one thread, innermost frame first."""
+
+    tid: int  # kernel thread id (LWP)
+    name: str | None = None  # /proc/PID/task/TID/comm
+    gil: str | None = None  # "held" / "waiting" / "released"; None when unknown
+    frames: tuple[Frame, ...] = ()
+    # pthread_t of the thread: what faulthandler prints as "Thread 0x...", and
+    # what CPython stores in PyThreadState.thread_id.
+    pthread_id: int | None = None
+
+    @property
+    def python_frames(self) -> tuple[Frame, ...]:
+        return tuple(f for f in self.frames if f.is_python)
+
+    def function_names(self) -> list[str]:
+        """Names of the native frames, innermost first (handy for pattern rules)."""
+        return [f.function for f in self.frames if not f.is_python and f.function]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tid": self.tid,
+            "name": self.name,
+            "gil": self.gil,
+            "pthread_id": self.pthread_id,
+            "frames": [f.to_dict() for f in self.frames],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ThreadStack:
+        pthread_id = data.get("pthread_id")
+        return cls(
+            tid=int(data["tid"]),
+            name=data.get("name"),
+            gil=data.get("gil"),
+            frames=tuple(Frame.from_dict(f) for f in data.get("frames", ())),
+            pthread_id=int(pthread_id) if pthread_id is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class SignalInfo:
+    """The signal that killed a process (from a core file)."""
+
+    name: str | None  # "SIGSEGV"
+    number: int | None = None
+    code: int | None = None  # si_code
+    address: str | None = None  # fault address for SIGSEGV/SIGBUS/SIGILL/SIGFPE
+    tid: int | None = None  # the thread that received it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "number": self.number, "code": self.code, "address": self.address, "tid": self.tid}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SignalInfo:
+        return cls(
+            name=data.get("name"),
+            number=data.get("number"),
+            code=data.get("code"),
+            address=data.get("address"),
+            tid=data.get("tid"),
+        )
+
+    def __str__(self) -> str:
+        text = self.name or f"signal {self.number}"
+        if self.address is not None:
+            text += f" at address {self.address}"
+        return text
+
+
+@dataclass(frozen=True)
+class ProcessStacks:
+    """Backtraces of every thread of one process, or why there are none (``error``)."""
+
+    pid: int
+    ppid: int | None = None
+    exe: str | None = None
+    cmdline: tuple[str, ...] = ()
+    # What produced the stacks: "gdb", "gdb+python-gdb", "core", "core+python-gdb",
+    # with "+faulthandler" appended when Python frames came from a faulthandler dump.
+    backend: str = "gdb"
+    threads: tuple[ThreadStack, ...] = ()
+    error: str | None = None  # capture failed (attach refused, no such process, timeout)
+    signal: SignalInfo | None = None  # cores only
+    notes: tuple[str, ...] = ()  # non-fatal problems worth showing next to the stacks
+    duration: float | None = None  # seconds the capture took
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def thread(self, tid: int) -> ThreadStack | None:
+        return next((t for t in self.threads if t.tid == tid), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "ppid": self.ppid,
+            "exe": self.exe,
+            "cmdline": list(self.cmdline),
+            "backend": self.backend,
+            "threads": [t.to_dict() for t in self.threads],
+            "error": self.error,
+            "signal": self.signal.to_dict() if self.signal else None,
+            "notes": list(self.notes),
+            "duration": self.duration,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProcessStacks:
+        signal = data.get("signal")
+        return cls(
+            pid=int(data["pid"]),
+            ppid=data.get("ppid"),
+            exe=data.get("exe"),
+            cmdline=tuple(data.get("cmdline", ())),
+            backend=data.get("backend", "gdb"),
+            threads=tuple(ThreadStack.from_dict(t) for t in data.get("threads", ())),
+            error=data.get("error"),
+            signal=SignalInfo.from_dict(signal) if signal else None,
+            notes=tuple(data.get("notes", ())),
+            duration=data.get("duration"),
+        )
+
+    def __str__(self) -> str:
+        state = f"error: {self.error}" if self.error else f"{len(self.threads)} threads"
+        return f"process {self.pid} ({self.backend}): {state}"
+
+
+def infer_gil(
+    frames: Iterable[Frame], pthread_id: int | None, gil_locked: bool | None, gil_holder: int | None
+) -> str | None:
+    """A thread's GIL state from its native stack and, where readable, the GIL's own fields.
+
+    A thread inside take_gil / PyGILState_Ensure / PyEval_RestoreThread is waiting,
+    whatever the GIL's fields say. Otherwise only the interpreter knows who holds it
+    (``gil_locked`` and the holder's pthread_t, read by gdb from ``last_holder``);
+    without those the answer is None rather than a guess.
+    """
+    if any(not f.is_python and f.function in GIL_ACQUIRE_FUNCTIONS for f in frames):
+        return GIL_WAITING
+    if gil_locked is None:
+        return None
+    if gil_locked and gil_holder is not None and pthread_id is not None and gil_holder == pthread_id:
+        return GIL_HELD
+    if gil_locked and gil_holder is None:
+        return None  # locked, but by whom is unreadable
+    return GIL_RELEASED
+
+
+def _short_library(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def render_text(processes: Iterable[ProcessStacks]) -> str:
+    """A compact, gdb-``bt``-like text of every thread of every process.
+
+    Native frames are numbered like gdb does; Python frames are marked ``py`` and
+    shown right above the ``_PyEval_EvalFrameDefault`` frame that runs them.
+    """
+    lines: list[str] = []
+    for process in processes:
+        title = f"Process {process.pid}"
+        if process.ppid is not None:
+            title += f" (parent {process.ppid})"
+        command = " ".join(process.cmdline) or process.exe
+        if command:
+            title += f": {command}"
+        lines.append(f"{title}  [{process.backend}]")
+        if process.signal is not None:
+            where = f" in thread {process.signal.tid}" if process.signal.tid is not None else ""
+            lines.append(f"  killed by {process.signal}{where}")
+        if process.error:
+            lines.append(f"  capture failed: {process.error}")
+        for note in process.notes:
+            lines.append(f"  note: {note}")
+        for thread in process.threads:
+            lines.extend(_render_thread(thread, process.signal))
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n" if lines else ""
+
+
+def _render_thread(thread: ThreadStack, signal: SignalInfo | None) -> list[str]:
+    header = f"  Thread {thread.tid}"
+    if thread.name:
+        header += f' "{thread.name}"'
+    if thread.pthread_id is not None:
+        header += f" (pthread 0x{thread.pthread_id:x})"
+    if thread.gil is not None:
+        header += f" GIL {thread.gil}"
+    if signal is not None and signal.tid == thread.tid:
+        header += f"  <-- {signal.name or 'signal'}"
+    lines = [header]
+    number = 0
+    for frame in thread.frames:
+        if frame.is_python:
+            location = f"{frame.file}:{frame.line}" if frame.line is not None else f"{frame.file}"
+            lines.append(f"        py  {frame.function or '??'} ({location})")
+            continue
+        address = "" if frame.inline or not frame.address else f"{frame.address} "
+        source = ""
+        if frame.file:
+            source = f" at {frame.file}:{frame.line}" if frame.line is not None else f" at {frame.file}"
+        library = f" [{_short_library(frame.library)}]" if frame.library else ""
+        lines.append(f"    #{number:<3} {address}{frame.function or '??'}{source}{library}")
+        number += 1
+    if not thread.frames:
+        lines.append("    (no frames)")
+    return lines
+
+
+def processes_to_json(processes: Iterable[ProcessStacks]) -> list[dict[str, Any]]:
+    return [p.to_dict() for p in processes]
+
+
+def processes_from_json(data: Iterable[Mapping[str, Any]]) -> list[ProcessStacks]:
+    return [ProcessStacks.from_dict(p) for p in data]
+
+
+__all__ = [
+    "EVAL_FRAME_FUNCTION",
+    "GIL_ACQUIRE_FUNCTIONS",
+    "GIL_HELD",
+    "GIL_RELEASED",
+    "GIL_STATES",
+    "GIL_WAITING",
+    "Frame",
+    "ProcessStacks",
+    "SignalInfo",
+    "ThreadStack",
+    "infer_gil",
+    "processes_from_json",
+    "processes_to_json",
+    "render_text",
+]

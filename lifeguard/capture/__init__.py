@@ -1,0 +1,22 @@
+"""Evidence capture: backtraces of live processes and core files."""
+
+from lifeguard.capture.faulthandler import merge_faulthandler, parse_faulthandler
+from lifeguard.capture.gdb import (
+    CaptureError,
+    GdbNotFoundError,
+    analyse_core,
+    capture_live,
+    find_python_gdb,
+    gdb_available,
+)
+
+__all__ = [
+    "CaptureError",
+    "GdbNotFoundError",
+    "analyse_core",
+    "capture_live",
+    "find_python_gdb",
+    "gdb_available",
+    "merge_faulthandler",
+    "parse_faulthandler",
+]

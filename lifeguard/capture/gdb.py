@@ -1,0 +1,525 @@
+"""Native (and Python) backtraces of live processes and core files, with gdb.
+
+gdb runs in batch mode with nothing from the user's or the system's gdb setup
+(``-nx``, auto-load off, debuginfod off: a hung child must not wait for the network),
+and sources our own script (gdb_script.py) that prints each thread as JSON behind
+markers. Every gdb call has a deadline; on expiry its whole process group is killed
+and the target gets SIGCONT, so no process of a run is ever left stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import IO, Any
+
+from lifeguard.backtraces import Frame, ProcessStacks, SignalInfo, ThreadStack, infer_gil
+from lifeguard.errors import EXIT_USAGE, LifeguardError
+
+GDB_SCRIPT = Path(__file__).with_name("gdb_script.py")
+MARKER = "LIFEGUARD-"
+DEFAULT_LIVE_TIMEOUT = 10.0
+DEFAULT_CORE_TIMEOUT = 30.0
+# Parallel gdb processes: each one is mostly symbol loading (CPU), so more than a
+# few only queue up, while the supervisor needs every process of a tree captured.
+MAX_PARALLEL_GDB = 8
+VERSION_TIMEOUT = 10.0
+STDERR_TAIL_LINES = 5
+RESUME_ATTEMPTS = 3
+STOPPED_STATES = ("T", "t")
+ZOMBIE_STATES = ("Z", "X")
+PTRACE_HINT = (
+    "is another debugger attached? Otherwise attaching needs root, CAP_SYS_PTRACE, "
+    "or /proc/sys/kernel/yama/ptrace_scope set to 0"
+)
+
+# Where Debian/Fedora install python-gdb extensions of a distribution Python
+# (python3.X-dbg): the objfile's absolute path below this folder, plus "-gdb.py".
+SYSTEM_AUTO_LOAD_DIR = Path("/usr/share/gdb/auto-load")
+_LIBPYTHON = re.compile(r"libpython\d+\.\d+[a-z]*\.so[.\d]*$")
+
+
+class CaptureError(LifeguardError):
+    """lifeguard cannot capture backtraces at all (not: one capture failed, that is data)."""
+
+    EXIT_CODE = EXIT_USAGE  # an environment problem the user can fix
+
+
+class GdbNotFoundError(CaptureError):
+    """No working gdb on PATH."""
+
+    HELP_TEXT = (
+        "lifeguard uses gdb (12 or newer, built with Python) for native backtraces. "
+        "Install it (Debian/Ubuntu: apt-get install gdb; Fedora: dnf install gdb; "
+        "conda: conda install -c conda-forge gdb), or put it on PATH."
+    )
+
+
+def gdb_path() -> str | None:
+    """The real gdb binary on PATH, symlinks resolved, or None."""
+    found = shutil.which("gdb")
+    return os.path.realpath(found) if found else None
+
+
+@dataclasses.dataclass(frozen=True)
+class _GdbProbe:
+    version: str | None  # None: the binary does not run
+    has_python: bool
+
+
+@functools.cache
+def _probe_gdb(binary: str) -> _GdbProbe:
+    """Version of a gdb binary and whether it embeds Python (our capture script needs it)."""
+    with_python = _run_probe([binary, "-nx", "-batch", "-ex", "python print('gdb-python', gdb.VERSION)"])
+    match = re.search(r"^gdb-python (\S+)", with_python, re.M)
+    if match:
+        return _GdbProbe(match.group(1), True)
+    first_line = _run_probe([binary, "-nx", "-batch", "--version"]).partition("\n")[0]
+    match = re.search(r"(\d+\.\d+(?:\.\d+)?)\S*\s*$", first_line)
+    return _GdbProbe(match.group(1) if match else None, False)
+
+
+def _run_probe(argv: list[str]) -> str:
+    try:
+        result = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=VERSION_TIMEOUT,
+            env=gdb_environment(),
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return result.stdout
+
+
+def gdb_environment() -> dict[str, str]:
+    """The environment gdb runs with.
+
+    gdb embeds its own Python: PYTHONHOME / PYTHONPATH meant for the interpreter
+    under test (another version, a venv) would break it, so none pass through.
+    Messages gdb prints are matched in English.
+    """
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTHON")}
+    env["LC_ALL"] = "C"
+    return env
+
+
+def gdb_available() -> str | None:
+    """gdb's version string ("13.1") when a usable gdb (one with Python) is on PATH, else None."""
+    binary = gdb_path()
+    if binary is None:
+        return None
+    probe = _probe_gdb(binary)
+    return probe.version if probe.has_python else None
+
+
+def require_gdb() -> str:
+    """Path of a usable gdb, or GdbNotFoundError with what to install."""
+    binary = gdb_path()
+    if binary is None:
+        raise GdbNotFoundError("gdb was not found on PATH.")
+    probe = _probe_gdb(binary)
+    if probe.version is None:
+        raise GdbNotFoundError(f"{binary} does not run (gdb --version failed).")
+    if not probe.has_python:
+        raise GdbNotFoundError(f"{binary} (gdb {probe.version}) was built without Python support.")
+    return binary
+
+
+def find_python_gdb(python_exe: str | os.PathLike[str]) -> Path | None:
+    """The interpreter's own python-gdb extension (what ``py-bt`` needs), or None.
+
+    CPython installs it beside the executable ("python3.11-gdb.py", what pyenv and
+    a source build do) or beside a shared libpython ("libpython3.11.so.1.0-gdb.py");
+    distributions put it under /usr/share/gdb/auto-load/<objfile path>-gdb.py.
+    Only the extension that belongs to this very interpreter is useful: its
+    struct layouts are version specific.
+    """
+    exe = Path(os.path.realpath(python_exe))
+    candidates = [exe.with_name(exe.name + "-gdb.py")]
+    candidates += [library.with_name(library.name + "-gdb.py") for library in _libpythons_beside(exe)]
+    candidates += [SYSTEM_AUTO_LOAD_DIR / str(path).lstrip("/") for path in candidates]
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def _libpythons_beside(exe: Path) -> list[Path]:
+    """The shared libpython of the same version in the installation prefix (<prefix>/lib).
+
+    Only when the executable's name tells its version ("python3.11"): a prefix
+    such as /usr may hold the libraries of several Pythons.
+    """
+    version = re.fullmatch(r"python(\d+\.\d+[a-z]*)", exe.name)
+    if version is None:
+        return []
+    lib_dir = exe.parent.parent / "lib"
+    try:
+        return sorted(p for p in lib_dir.glob(f"libpython{version.group(1)}.so*") if _LIBPYTHON.match(p.name))
+    except OSError:
+        return []
+
+
+def _python_gdb_for_pid(pid: int, exe: str | None) -> Path | None:
+    """python-gdb extension of a live process: from its executable or its mapped libpython."""
+    if exe:
+        found = find_python_gdb(exe)
+        if found:
+            return found
+    for library in _mapped_libpythons(pid):
+        candidate = library.with_name(library.name + "-gdb.py")
+        for path in (candidate, SYSTEM_AUTO_LOAD_DIR / str(candidate).lstrip("/")):
+            if path.is_file():
+                return path
+    return None
+
+
+def _mapped_libpythons(pid: int) -> list[Path]:
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return []
+    paths = {line.split(None, 5)[-1] for line in maps.splitlines() if line.count(" ") >= 5}
+    return sorted(Path(p) for p in paths if p.startswith("/") and _LIBPYTHON.match(Path(p).name))
+
+
+@dataclasses.dataclass(frozen=True)
+class _ProcInfo:
+    ppid: int | None
+    exe: str | None
+    cmdline: tuple[str, ...]
+
+
+def _proc_info(pid: int) -> _ProcInfo:
+    ppid = None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        # The command name may contain spaces and parentheses: fields start after the last ")".
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        pass
+    try:
+        exe: str | None = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        exe = None
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        cmdline = tuple(part.decode(errors="replace") for part in raw.split(b"\0") if part)
+    except OSError:
+        cmdline = ()
+    return _ProcInfo(ppid, exe, cmdline)
+
+
+def _thread_name(pid: int, tid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _gdb_command(gdb: str, cache_dir: Path | None, call: str, exe: str | None = None) -> list[str]:
+    settings = [
+        "set auto-load off",
+        # Thread handles (pthread_t, what faulthandler prints) need libthread_db.
+        "set auto-load libthread-db on",
+        "set debuginfod enabled off",
+        "set pagination off",
+        "set confirm off",
+        "set width 0",
+        "set print thread-events off",
+        "set print inferior-events off",
+    ]
+    if cache_dir is not None:
+        # Symbol indexes of libpython, libc, a fixture's .so: built once, reused by
+        # every later capture (the main cost of a capture is reading DWARF).
+        settings += [f"set index-cache directory {cache_dir}", "set index-cache enabled on"]
+    command = [gdb, "-nx", "-batch", "-q"]
+    for setting in settings:
+        command += ["-iex", setting]
+    command += ["-x", str(GDB_SCRIPT), "-ex", f"python {call}"]
+    if exe is not None:
+        command.append(exe)
+    return command
+
+
+@dataclasses.dataclass(frozen=True)
+class _GdbRun:
+    stdout: str
+    stderr: str
+    timed_out: bool
+    returncode: int | None
+    duration: float
+
+
+def _run_gdb(command: Sequence[str], timeout: float, on_timeout: Callable[[], None] | None = None) -> _GdbRun:
+    """Run gdb in its own session with output to files; kill its group at the deadline."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        process = subprocess.Popen(
+            list(command),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+            env=gdb_environment(),
+        )
+        timed_out = False
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(process.pid)
+            process.wait()
+            if on_timeout is not None:
+                on_timeout()
+        return _GdbRun(
+            stdout=_read_all(stdout),
+            stderr=_read_all(stderr),
+            timed_out=timed_out,
+            returncode=process.returncode,
+            duration=time.monotonic() - started,
+        )
+
+
+def _read_all(stream: IO[bytes]) -> str:
+    stream.seek(0)
+    return stream.read().decode(errors="replace")
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _resume(pid: int) -> None:
+    """Undo a stop a killed gdb may leave behind.
+
+    A tracer that dies detaches its tracees, and a tracee caught in gdb's attach
+    SIGSTOP ends up stopped (or with the SIGSTOP still pending). SIGCONT resumes
+    it and discards a pending stop; called only after gdb has been reaped.
+    """
+    for _ in range(RESUME_ATTEMPTS):
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except (ProcessLookupError, PermissionError):
+            return
+        if _process_state(pid) not in STOPPED_STATES:
+            return
+
+
+def _process_state(pid: int) -> str | None:
+    """One-letter state from /proc/PID/stat ("S", "R", "T" stopped, "t" traced, "Z")."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+@dataclasses.dataclass
+class _Parsed:
+    target: dict[str, Any] | None = None
+    threads: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    error: str | None = None
+    done: bool = False
+
+
+def _parse_output(stdout: str) -> _Parsed:
+    parsed = _Parsed()
+    for line in stdout.splitlines():
+        if not line.startswith(MARKER):
+            continue
+        kind, _, payload = line[len(MARKER) :].partition(" ")
+        try:
+            record = json.loads(payload) if payload else {}
+        except json.JSONDecodeError:
+            continue  # a line cut by a timeout kill
+        if kind == "TARGET":
+            parsed.target = record
+        elif kind == "THREAD":
+            parsed.threads.append(record)
+        elif kind == "NOTE":
+            parsed.notes.append(str(record.get("message")))
+        elif kind == "ERROR":
+            parsed.error = str(record.get("message"))
+        elif kind == "DONE":
+            parsed.done = True
+    return parsed
+
+
+def _stderr_tail(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return " | ".join(lines[-STDERR_TAIL_LINES:])
+
+
+def _build_stacks(
+    pid: int | None,
+    info: _ProcInfo,
+    run: _GdbRun,
+    *,
+    mode: str,
+    timeout: float,
+    thread_names_from_proc: bool,
+) -> ProcessStacks:
+    parsed = _parse_output(run.stdout)
+    target = parsed.target or {}
+    if pid is None:  # a core: the dumped process's pid as gdb read it from the core
+        pid = int(target.get("pid") or 0)
+    gil_locked = target.get("gil_locked")
+    gil_holder = target.get("gil_holder")
+    threads = []
+    for record in parsed.threads:
+        frames = tuple(Frame.from_dict(f) for f in record.get("frames", ()))
+        tid = int(record["tid"])
+        name = _thread_name(pid, tid) if thread_names_from_proc else None
+        pthread_id = record.get("handle")
+        threads.append(
+            ThreadStack(
+                tid=tid,
+                name=name or record.get("name"),
+                gil=infer_gil(frames, pthread_id, gil_locked, gil_holder),
+                frames=frames,
+                pthread_id=pthread_id,
+            )
+        )
+    error = parsed.error
+    if error and "Operation not permitted" in error:
+        error += f" ({PTRACE_HINT})"
+    if run.timed_out:
+        error = f"gdb timed out after {timeout:g}s ({len(threads)} threads captured before)"
+    elif error is None and not parsed.done:
+        tail = _stderr_tail(run.stderr)
+        error = f"gdb ended without a capture (exit status {run.returncode}): {tail or 'no output'}"
+    backend = mode if mode == "core" else "gdb"
+    if target.get("python_gdb"):
+        backend += "+python-gdb"
+    signal_record = target.get("signal")
+    if not info.cmdline and target.get("psargs"):
+        info = dataclasses.replace(info, cmdline=tuple(target["psargs"].split()))
+    return ProcessStacks(
+        pid=pid,
+        ppid=info.ppid,
+        exe=info.exe,
+        cmdline=info.cmdline,
+        backend=backend,
+        threads=tuple(threads),
+        error=error,
+        signal=SignalInfo.from_dict(signal_record) if signal_record else None,
+        notes=tuple(parsed.notes),
+        duration=round(run.duration, 3),
+    )
+
+
+def _usable_cache_dir(cache_dir: Path | None) -> Path | None:
+    """The index cache folder, created; None (capture without a cache) when it cannot be."""
+    if cache_dir is None:
+        return None
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return cache_dir
+
+
+def _python_gdb_argument(python_gdb: Path | None, python_frames: bool, found: Path | None) -> str | None:
+    if not python_frames:
+        return None
+    chosen = python_gdb if python_gdb is not None else found
+    return str(chosen) if chosen is not None else None
+
+
+def _capture_one(
+    pid: int,
+    *,
+    timeout: float = DEFAULT_LIVE_TIMEOUT,
+    cache_dir: Path | None = None,
+    python_gdb: Path | None = None,
+    python_frames: bool = True,
+) -> ProcessStacks:
+    """Backtraces of every thread of one live process (see capture_live)."""
+    gdb = require_gdb()
+    info = _proc_info(pid)
+    state = _process_state(pid)
+    if state is None or state in ZOMBIE_STATES:
+        # Nothing to attach to: say so plainly rather than with gdb's ptrace errors.
+        reason = "No such process" if state is None else "the process has exited (a zombie not yet reaped)"
+        return ProcessStacks(pid=pid, ppid=info.ppid, exe=info.exe, cmdline=info.cmdline, error=reason)
+    found = _python_gdb_for_pid(pid, info.exe) if python_frames and python_gdb is None else None
+    script = _python_gdb_argument(python_gdb, python_frames, found)
+    cache_dir = _usable_cache_dir(cache_dir)
+    call = f"capture_live({int(pid)}, {script!r})"
+    run = _run_gdb(_gdb_command(gdb, cache_dir, call), timeout, on_timeout=lambda: _resume(pid))
+    return _build_stacks(pid, info, run, mode="live", timeout=timeout, thread_names_from_proc=True)
+
+
+def capture_live(
+    pids: Sequence[int],
+    *,
+    timeout: float = DEFAULT_LIVE_TIMEOUT,
+    cache_dir: Path | None = None,
+    python_gdb: Path | None = None,
+    python_frames: bool = True,
+) -> list[ProcessStacks]:
+    """Backtraces of every thread of every given live process, in the order given.
+
+    One gdb per process, all in parallel, each bounded by ``timeout`` seconds. A
+    process that cannot be captured (gone, attach refused, gdb timed out) comes
+    back with ``error`` set, never as an exception; only a missing gdb raises
+    (GdbNotFoundError). Python frames come from the interpreter's python-gdb
+    extension: ``python_gdb`` forces one, None finds each process's own (see
+    find_python_gdb), ``python_frames=False`` skips them (faster; merge a
+    faulthandler dump instead).
+    """
+    require_gdb()
+    if not pids:
+        return []
+
+    def one(pid: int) -> ProcessStacks:
+        return _capture_one(
+            pid, timeout=timeout, cache_dir=cache_dir, python_gdb=python_gdb, python_frames=python_frames
+        )
+
+    if len(pids) == 1:
+        return [one(pids[0])]
+    with ThreadPoolExecutor(max_workers=min(len(pids), MAX_PARALLEL_GDB)) as pool:
+        return list(pool.map(one, pids))
+
+
+def analyse_core(
+    core_path: Path,
+    exe: str,
+    *,
+    timeout: float = DEFAULT_CORE_TIMEOUT,
+    cache_dir: Path | None = None,
+    python_gdb: Path | None = None,
+    python_frames: bool = True,
+) -> ProcessStacks:
+    """Backtraces of every thread in a core file, and the signal that killed the process.
+
+    ``exe`` is the program that dumped core (for a Python child, the interpreter
+    binary). Python frames as in capture_live, found from ``exe``. Failures come
+    back as ``error``; only a missing gdb raises.
+    """
+    gdb = require_gdb()
+    core_path = Path(core_path)
+    found = find_python_gdb(exe) if python_frames and python_gdb is None else None
+    script = _python_gdb_argument(python_gdb, python_frames, found)
+    cache_dir = _usable_cache_dir(cache_dir)
+    call = f"capture_core({str(core_path.resolve())!r}, {script!r})"
+    run = _run_gdb(_gdb_command(gdb, cache_dir, call, exe=exe), timeout)
+    info = _ProcInfo(ppid=None, exe=exe, cmdline=())
+    return _build_stacks(None, info, run, mode="core", timeout=timeout, thread_names_from_proc=False)
