@@ -10,6 +10,8 @@ from pathlib import Path
 
 from lifeguard import __version__
 from lifeguard.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNEXPECTED, EXIT_USAGE, LifeguardError
+from lifeguard.perturb import PERTURBATIONS, parse_perturbations
+from lifeguard.plan_modes import MODES
 from lifeguard.scenarios import VARIANTS
 
 
@@ -35,6 +37,23 @@ def positive_float(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of seconds")
     return value
+
+
+def seed_value(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 2**32-1")
+    return value
+
+
+def perturbation_list(text: str) -> tuple[str, ...]:
+    try:
+        return parse_perturbations(text)
+    except LifeguardError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 class Parser(argparse.ArgumentParser):
@@ -78,6 +97,21 @@ def build_parser() -> Parser:
                      help="skip native stacks (gdb on hangs, core files on crashes); faulthandler evidence only")
     run.add_argument("--keep-cores", action="store_true", help="keep the core files of crashed runs in their folders")
     run.add_argument("-v", "--verbose", action="store_true", help="print every run as it finishes")
+    stress = run.add_argument_group("stress")
+    stress.add_argument("--until-fail", action="store_true",
+                        help="repeat each scenario x variant until its first failed run (capped by --repeat, "
+                             "--duration, or 1000 runs)")
+    stress.add_argument("--duration", type=positive_float, metavar="SECONDS",
+                        help="keep repeating every scenario x variant until SECONDS have passed")
+    stress.add_argument("--seed", type=seed_value, metavar="N",
+                        help="replay: run with this seed (printed for every failed run); one run unless --repeat")
+    stress.add_argument("--perturb", type=perturbation_list, default=(), metavar="LIST",
+                        help="comma-separated perturbations, or 'all': " + ", ".join(PERTURBATIONS))
+    stress.add_argument("--mode", choices=MODES, default="auto",
+                        help="how runs start: 'fresh' interpreter each run, 'fork-server' (forked from a warm "
+                             "server; exit-phase scenarios get full finalization), or 'auto' (fork-server for "
+                             "scenarios declaring fork_server=True that do not expect an exit-phase outcome). "
+                             "Default: auto")
 
     lister = commands.add_parser("list", help="list scenarios with their variants and expectations")
     _add_selection(lister)
@@ -127,7 +161,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     engine = Engine(interp, jobs=args.jobs, sinks=sinks, capture_hooks=hooks, runs_dir=runs_dir)
     options = PlanOptions(repeat=args.repeat, timeout=args.timeout,
                           variants=tuple(args.variant) if args.variant else None,
-                          cores=not args.no_native, keep_cores=args.keep_cores)
+                          cores=not args.no_native, keep_cores=args.keep_cores, until_fail=args.until_fail,
+                          duration=args.duration, seed=args.seed, perturbations=args.perturb, mode=args.mode)
     session = engine.run(scenarios, options)
     if session.interrupted:
         return EXIT_INTERRUPTED

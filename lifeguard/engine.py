@@ -18,6 +18,7 @@ from lifeguard.plan import PlanOptions, Scheduler, build_all, exit_mode_for, ser
 from lifeguard.proctree import become_subreaper
 from lifeguard.results import RunResult
 from lifeguard.scenarios import Scenario
+from lifeguard.stats import SeriesStats, series_stats
 from lifeguard.supervise import CaptureHook, RunInterrupted, RunSpec, run_once
 
 
@@ -34,12 +35,15 @@ class SeriesSummary:
     description: str = ""
     where: str = ""
     first_unexpected: int | None = None  # index into the series' results
+    stats: SeriesStats | None = None
+    modes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "scenario": self.scenario, "variant": self.variant, "expected": self.expected,
             "runs": self.runs, "counts": self.counts, "verdict": self.verdict.value,
             "description": self.description, "where": self.where,
+            "stats": self.stats.to_dict() if self.stats else None, "modes": list(self.modes),
         }
 
 
@@ -85,10 +89,13 @@ def summarise(session: Session, series: list[tuple[Scenario, str, int]]) -> list
             counts[run.outcome.value] += 1
         verdict = expectation.judge([(r.outcome, r.phase) for r in runs])
         first_bad = _first_unexpected(expectation, runs) if verdict is Verdict.UNEXPECTED else None
+        stats = series_stats([r.outcome is not Outcome.PASSED for r in runs], [r.duration for r in runs],
+                             [r.finished_at for r in runs]) if runs else None
         summaries.append(SeriesSummary(
             scenario=item.name, variant=variant, expected=str(expectation), runs=len(runs),
             counts={k: v for k, v in counts.items() if v}, verdict=verdict,
-            description=item.description, where=item.where, first_unexpected=first_bad,
+            description=item.description, where=item.where, first_unexpected=first_bad, stats=stats,
+            modes=tuple(sorted({r.mode for r in runs})),
         ))
     return summaries
 
@@ -128,8 +135,9 @@ class Engine:
         scheduler = Scheduler(series, options, self.interpreter, built, runs_dir)
         session.base_seed = scheduler.base_seed
         become_subreaper()
-        servers = ForkServers(self.interpreter) if any(
-            exit_mode_for(item, self.interpreter, options.mode) != "fresh" for item, _, _ in series) else None
+        forked = any(exit_mode_for(item, self.interpreter, options.mode, options.perturbations) != "fresh"
+                     for item, _, _ in series)
+        servers = ForkServers(self.interpreter) if forked else None
         for sink in self.sinks:
             sink.start(session, scheduler.total)
         began = time.monotonic()
@@ -153,10 +161,11 @@ class Engine:
         if self.cancel.is_set():
             return None
         try:
+            hooks = self.capture_hooks if spec.cores else ()
             if spec.mode == "fresh" or servers is None:
-                result = run_once(spec, cancel=self.cancel, capture_hooks=self.capture_hooks)
+                result = run_once(spec, cancel=self.cancel, capture_hooks=hooks)
             else:
-                result = servers.run(spec, cancel=self.cancel, capture_hooks=self.capture_hooks)
+                result = servers.run(spec, cancel=self.cancel, capture_hooks=hooks)
         except RunInterrupted:
             return None
         if result.outcome is Outcome.PASSED and not self.keep_passed:

@@ -19,6 +19,8 @@ PERTURBATIONS: dict[str, str] = {
     "jitter": "random short sleeps at fixture hook points (LIFEGUARD_JITTER_US, child.hook_point())",
 }
 JITTER_MICROSECONDS = 200
+# Perturbations that act when the interpreter starts: a forked run cannot have them.
+START_PERTURBATIONS = ("malloc-debug", "dev-mode")
 
 
 def check_perturbations(names: tuple[str, ...] | list[str]) -> None:

@@ -21,14 +21,17 @@ from lifeguard.build import BuiltFixture, build_fixture
 from lifeguard.errors import UsageError
 from lifeguard.interpreter import Interpreter
 from lifeguard.outcomes import Outcome, Phase
-from lifeguard.perturb import check_perturbations, supervisor_side
+from lifeguard.perturb import START_PERTURBATIONS, check_perturbations, supervisor_side
+from lifeguard.plan_modes import MODES  # noqa: F401  (re-exported)
 from lifeguard.results import RunResult
 from lifeguard.scenarios import Scenario
 from lifeguard.supervise import RunSpec
 
 # With --until-fail and neither --repeat nor --duration, a series stops here.
 UNTIL_FAIL_DEFAULT_CAP = 1000
-MODES = ("auto", "fresh", "fork-server")
+# Native evidence (gdb on a hang, a core on a crash) costs about a second a run: a
+# series of 50 identical reproductions needs it for its first few failures only.
+NATIVE_EVIDENCE_PER_SERIES = 3
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,7 @@ def build_all(series: list[tuple[Scenario, str, int]], interp: Interpreter,
     return built
 
 
-def exit_mode_for(item: Scenario, interp: Interpreter, mode: str) -> str:
+def exit_mode_for(item: Scenario, interp: Interpreter, mode: str, perturbations: tuple[str, ...] = ()) -> str:
     """How a run starts and ends: "fresh", "fork-server/fast" or "fork-server/full".
 
     A scenario whose expectation lives in the exit phase (or that crashes at
@@ -100,6 +103,8 @@ def exit_mode_for(item: Scenario, interp: Interpreter, mode: str) -> str:
     """
     if mode == "fresh" or (mode == "auto" and not item.fork_server):
         return "fresh"
+    if any(p in START_PERTURBATIONS for p in perturbations):
+        return "fresh"  # -X dev and PYTHONMALLOC act at interpreter start, which a fork skips
     exit_bound = any(item.expectation(v, interp.short_version).phase is Phase.EXIT for v in item.variants)
     if item.kind != "function":
         exit_bound = True  # scripts and -c code: nothing says their exit is uninteresting
@@ -114,7 +119,7 @@ class _Series:
     variant: str
     cap: int  # 0: no cap
     issued: int = 0
-    finished: int = 0
+    failures: int = 0
     stopped: bool = False
 
 
@@ -155,17 +160,20 @@ class Scheduler:
             chosen = min(live, key=lambda s: s.issued)  # round robin: interleave the series
             index = chosen.issued
             chosen.issued += 1
-        return self.make_spec(chosen.scenario, chosen.variant, index)
+            native = chosen.failures < NATIVE_EVIDENCE_PER_SERIES
+        return self.make_spec(chosen.scenario, chosen.variant, index, native=native)
 
     def record(self, result: RunResult) -> None:
-        if not self.options.until_fail or result.outcome is Outcome.PASSED:
+        if result.outcome is Outcome.PASSED:
             return
         with self._lock:
             for state in self._state:
                 if state.scenario.name == result.scenario and state.variant == result.variant:
-                    state.stopped = True
+                    state.failures += 1
+                    if self.options.until_fail:
+                        state.stopped = True
 
-    def make_spec(self, item: Scenario, variant: str, index: int) -> RunSpec:
+    def make_spec(self, item: Scenario, variant: str, index: int, native: bool = True) -> RunSpec:
         interp = self.interpreter
         fixture = self.built.get((item.fixture, variant)) if item.fixture else None
         seed = self.options.seed if self.options.seed is not None else run_seed(
@@ -178,7 +186,7 @@ class Scheduler:
             run_dir=self.runs_dir / f"{_safe(item.name)}-{variant}-{index}",
             expected=str(item.expectation(variant, interp.short_version)),
             fixture=item.fixture, fixture_dir=str(fixture.directory) if fixture else None,
-            cores=self.options.cores, keep_cores=self.options.keep_cores,
+            cores=self.options.cores and native, keep_cores=self.options.keep_cores,
             seed=seed, perturbations=tuple(self.options.perturbations), python_flags=flags, env=env,
-            mode=exit_mode_for(item, interp, self.options.mode),
+            mode=exit_mode_for(item, interp, self.options.mode, self.options.perturbations),
         )

@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import threading
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, TextIO
@@ -19,12 +20,19 @@ from lifeguard.outcomes import Outcome, Verdict
 from lifeguard.results import RunResult
 
 SCHEMA_VERSION = 1
+PLAIN_PROGRESS_INTERVAL = 10.0  # seconds between progress lines when not on a terminal
 EVIDENCE_LINES = 25
 
 
 def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES) -> str:
     """The readable evidence of one run: why, stderr tail, Python stacks, native stacks."""
     parts = [f"{result}: {result.reason}".rstrip(": ")]
+    replay = f"replay: lifeguard run {result.scenario} --variant {result.variant} --seed {result.seed}"
+    if result.perturbations:
+        replay += f" --perturb {','.join(result.perturbations)}"
+    if result.mode != "fresh":
+        parts.append(f"mode: {result.mode}")
+    parts.append(replay)
     if result.corruption:
         for item in result.corruption[:3]:
             parts.append(f"corruption (pid {item.get('pid')}): {item.get('message', '')}")
@@ -55,8 +63,17 @@ def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES) -> str:
 def summary_line(summary: SeriesSummary) -> str:
     counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
     mark = "ok  " if summary.verdict is Verdict.EXPECTED else "FAIL"
-    return (f"{mark} {summary.scenario}[{summary.variant}]  {summary.runs} runs: {counts}"
+    line = (f"{mark} {summary.scenario}[{summary.variant}]  {summary.runs} runs: {counts}"
             f"  (expected {summary.expected}) -> {summary.verdict.value}")
+    if summary.stats is not None and summary.runs > 1:
+        line += f"\n       {summary.stats.bound_text()}"
+        if summary.stats.runs_to_first_failure and summary.stats.failures < summary.runs:
+            line += f"; first failure at run {summary.stats.runs_to_first_failure}"
+        line += (f"; run time p50 {summary.stats.duration_p50:.3f}s p90 {summary.stats.duration_p90:.3f}s"
+                 f" max {summary.stats.duration_max:.3f}s")
+    if summary.modes and summary.modes != ("fresh",):
+        line += f"\n       mode: {', '.join(summary.modes)}"
+    return line
 
 
 def _results_of(session: Session, summary: SeriesSummary) -> list[RunResult]:
@@ -75,19 +92,40 @@ class TerminalSink:
         self.lock = threading.Lock()
         self.tty = self.stream.isatty()
 
-    def start(self, session: Session, total_runs: int) -> None:
+    def start(self, session: Session, total_runs: int | None) -> None:
         self.total = total_runs
+        self.began = time.monotonic()
+        self.last_line = self.began
+        self.failures = 0
         interp = session.interpreter
-        print(f"lifeguard {__version__}: {total_runs} runs of {len(session.scenarios)} scenario(s) "
-              f"under Python {interp.version_text} ({interp.executable})", file=self.stream, flush=True)
+        planned = f"{total_runs} runs" if total_runs is not None else "runs until failure or time"
+        print(f"lifeguard {__version__}: {planned} of {len(session.scenarios)} scenario(s) "
+              f"under Python {interp.version_text} ({interp.executable}), seed {session.base_seed}",
+              file=self.stream, flush=True)
 
     def result(self, result: RunResult) -> None:
         with self.lock:
             self.done += 1
+            if result.outcome is not Outcome.PASSED:
+                self.failures += 1
             if self.verbose:
                 print(f"  {result}", file=self.stream, flush=True)
-            elif self.tty:
-                print(f"\r  {self.done}/{self.total} runs", end="", file=self.stream, flush=True)
+                return
+            now = time.monotonic()
+            elapsed = max(now - self.began, 1e-6)
+            of = f"/{self.total}" if self.total else ""
+            progress = (f"runs {self.done}{of}  failed {self.failures}  {self.done / elapsed:.1f} runs/s"
+                        f"  {elapsed:.0f}s")
+            if self.tty:
+                bar = ""
+                if self.total:
+                    filled = int(30 * self.done / self.total)
+                    bar = "[" + "#" * filled + "." * (30 - filled) + "] "
+                print(f"\r  {bar}{progress}", end="", file=self.stream, flush=True)
+            elif now - self.last_line >= PLAIN_PROGRESS_INTERVAL:
+                # Not a terminal (CI logs): a plain line now and then, no carriage returns.
+                self.last_line = now
+                print(f"  {progress}", file=self.stream, flush=True)
 
     def finish(self, session: Session) -> None:
         out = self.stream
@@ -134,6 +172,7 @@ def report_dict(session: Session) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "lifeguard_version": __version__,
         "python": session.interpreter.to_dict(),
+        "base_seed": session.base_seed,
         "started": session.started,
         "duration": round(session.duration, 3),
         "interrupted": session.interrupted,
@@ -179,8 +218,10 @@ def junit_xml(session: Session) -> str:
                              name=f"{summary.scenario}[{summary.variant}]",
                              time=f"{sum(r.duration for r in runs):.3f}")
         props = ET.SubElement(case, "properties")
+        stats = summary.stats.to_dict() if summary.stats else {}
         for key, value in (("expected", summary.expected), ("runs", str(summary.runs)),
-                           *((f"count.{o}", str(n)) for o, n in summary.counts.items())):
+                           *((f"count.{o}", str(n)) for o, n in summary.counts.items()),
+                           *((f"stats.{k}", str(v)) for k, v in stats.items() if v is not None)):
             ET.SubElement(props, "property", name=key, value=value)
         if summary.verdict is Verdict.UNEXPECTED:
             counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"

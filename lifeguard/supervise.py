@@ -78,7 +78,9 @@ class RunSpec:
     argv: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     python_flags: tuple[str, ...] = ()
-    cores: bool = True  # let a crashing child dump core, and read its native stacks
+    # Native evidence for this run: a crashing child dumps core and gdb reads it,
+    # gdb captures a hang (off after a series' first few failures, or with --no-native).
+    cores: bool = True
     keep_cores: bool = False
     seed: int = 0
     perturbations: tuple[str, ...] = ()
@@ -423,7 +425,9 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
             backtraces.extend(analyse_crash_cores(spec.run_dir, spec.interpreter.executable, keep=spec.keep_cores))
         except Exception as exc:  # evidence is best effort; the outcome stands
             notes.append(f"core analysis failed: {exc!r}")
-    if not backtraces and result.outcome in (Outcome.CRASHED, Outcome.HUNG):
+    if not spec.cores and result.outcome in (Outcome.CRASHED, Outcome.HUNG):
+        notes.append("native stacks not captured for this run (--no-native, or this series already has them)")
+    elif not backtraces and result.outcome in (Outcome.CRASHED, Outcome.HUNG):
         from lifeguard.native import gdb_missing_note
 
         missing = gdb_missing_note()
