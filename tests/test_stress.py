@@ -1,0 +1,195 @@
+"""Stress controls, perturbations, seeds, statistics and the warm fork-server, with real children."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import load_report, pid_alive, run_cli, run_pids
+
+from lifeguard.stats import series_stats, wilson_interval
+
+RECORDER = '''
+import lifeguard
+from lifeguard import child
+
+@lifeguard.scenario(timeout=20, fork_server=True)
+def records_conditions():
+    import gc, json, os, random, sys, threading
+    state = {
+        "switch": sys.getswitchinterval(),
+        "threshold": gc.get_threshold()[0],
+        "threads": sorted(t.name for t in threading.enumerate()),
+        "cpus": len(os.sched_getaffinity(0)),
+        "malloc": os.environ.get("PYTHONMALLOC"),
+        "dev": sys.flags.dev_mode,
+        "jitter": os.environ.get("LIFEGUARD_JITTER_US"),
+        "hashseed": os.environ.get("PYTHONHASHSEED"),
+        "random": random.random(),
+        "pid": os.getpid(), "ppid": os.getppid(),
+    }
+    child.note(json.dumps(state))
+'''
+
+
+def _state(run: dict) -> dict:
+    notes = [e for e in run["events"] if e["event"] == "note"]
+    return json.loads(notes[0]["message"])
+
+
+def test_each_perturbation_is_applied_and_recorded(scenario_file, tmp_path: Path) -> None:
+    path = scenario_file(RECORDER)
+    proc = run_cli("run", str(path), "--perturb", "all", "--report", str(tmp_path / "r"), "--mode", "fresh")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = load_report(tmp_path / "r")["runs"][0]
+    assert set(run["perturbations"]) == {"switch-interval", "gc-aggressive", "gc-thread", "pin-cpu", "malloc-debug",
+                                         "dev-mode", "jitter"}
+    state = _state(run)
+    assert state["switch"] < 1e-5
+    assert state["threshold"] == 1
+    assert "lifeguard-gc" in state["threads"]
+    assert state["cpus"] == 1
+    assert state["malloc"] == "debug" and state["dev"] is True
+    assert state["jitter"] is not None
+
+
+def test_unperturbed_run_is_plain(scenario_file, tmp_path: Path) -> None:
+    path = scenario_file(RECORDER)
+    proc = run_cli("run", str(path), "--report", str(tmp_path / "r"), "--mode", "fresh")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = load_report(tmp_path / "r")["runs"][0]
+    state = _state(run)
+    assert run["perturbations"] == [] and state["threshold"] != 1 and "lifeguard-gc" not in state["threads"]
+
+
+def test_unknown_perturbation_is_a_usage_error() -> None:
+    proc = run_cli("run", "-c", "pass", "--perturb", "gc-thread,cosmic-rays")
+    assert proc.returncode == 2 and "unknown perturbation 'cosmic-rays'" in proc.stderr
+
+
+def test_seed_is_recorded_and_replays(scenario_file, tmp_path: Path) -> None:
+    path = scenario_file(RECORDER)
+    first = run_cli("run", str(path), "--repeat", "3", "--report", str(tmp_path / "a"), "--mode", "fresh")
+    assert first.returncode == 0, first.stdout + first.stderr
+    runs = load_report(tmp_path / "a")["runs"]
+    seeds = [r["seed"] for r in runs]
+    assert len(set(seeds)) == 3, "every run gets its own seed"
+    target = runs[1]
+    replay = run_cli("run", str(path), "--seed", str(target["seed"]), "--report", str(tmp_path / "b"),
+                     "--mode", "fresh")
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    again = load_report(tmp_path / "b")["runs"]
+    assert len(again) == 1 and again[0]["seed"] == target["seed"]
+    assert _state(again[0])["hashseed"] == _state(target)["hashseed"]
+
+
+def test_until_fail_stops_at_first_failure(scenario_file, tmp_path: Path) -> None:
+    marker = tmp_path / "count"
+    path = scenario_file(f'''
+import lifeguard
+
+@lifeguard.scenario(expect={{"default": "sometimes:failed"}}, timeout=20)
+def fails_on_fourth_run():
+    import os
+    path = {str(marker)!r}
+    count = int(open(path).read()) + 1 if os.path.exists(path) else 1
+    open(path, "w").write(str(count))
+    assert count < 4, "fourth run fails"
+''')
+    proc = run_cli("run", str(path), "--until-fail", "--repeat", "50", "--report", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = load_report(tmp_path / "r")
+    assert [r["outcome"] for r in sorted(data["runs"], key=lambda r: r["index"])] == ["passed"] * 3 + ["failed"]
+    stats = data["summaries"][0]["stats"]
+    assert stats["runs_to_first_failure"] == 4 and stats["failures"] == 1
+
+
+def test_duration_bounds_the_session(scenario_file, tmp_path: Path) -> None:
+    path = scenario_file("import lifeguard\n\n@lifeguard.scenario(timeout=20)\ndef quick():\n    pass\n")
+    proc = run_cli("run", str(path), "--duration", "1.5", "-j", "2", "--report", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = load_report(tmp_path / "r")
+    assert len(data["runs"]) >= 3
+    assert data["duration"] < 1.5 + 20  # the last runs started before the end finish
+
+
+def test_fixed_verdict_states_its_bound(scenario_file, tmp_path: Path) -> None:
+    path = scenario_file("import lifeguard\n\n@lifeguard.scenario(timeout=20)\ndef quick():\n    pass\n")
+    proc = run_cli("run", str(path), "--repeat", "40", "-j", "2", "--mode", "fork-server")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0/40 failed: rate < 8.8% at 95%" in proc.stdout
+
+
+def test_wilson_interval_values() -> None:
+    low, high = wilson_interval(0, 500)
+    assert low == pytest.approx(0.0, abs=1e-12) and high == pytest.approx(0.00762, abs=1e-4)
+    low, high = wilson_interval(5, 10)
+    assert low == pytest.approx(0.2366, abs=1e-3) and high == pytest.approx(0.7634, abs=1e-3)
+    stats = series_stats([False, False, True, False], [0.1, 0.2, 0.3, 0.4], [1.0, 2.0, 3.0, 4.0])
+    assert stats.runs_to_first_failure == 3 and stats.seconds_to_first_failure == 3.0
+    assert stats.bound_text().startswith("1/4 failed: rate 25%")
+
+
+FORKED = '''
+import lifeguard
+
+@lifeguard.scenario(timeout=20, fork_server=True)
+def forked_passes():
+    import os
+    assert os.getsid(0) == os.getpid(), "each forked run has its own session"
+
+@lifeguard.scenario(timeout=20, fork_server=True, expect={"default": "crashed@run"})
+def forked_crashes():
+    import ctypes
+    ctypes.string_at(0)
+
+@lifeguard.scenario(timeout=2, fork_server=True, expect={"default": "hung@run"})
+def forked_hangs():
+    import threading
+    lock = threading.Lock()
+    lock.acquire()
+    lock.acquire()
+
+@lifeguard.scenario(timeout=20, fork_server=True, expect={"default": "crashed@exit"})
+def forked_but_exit_bound():
+    import atexit, os
+    atexit.register(os.abort)
+
+@lifeguard.scenario(timeout=20, fork_server=True, expect={"default": "failed@run"})
+def forked_raises():
+    raise ValueError("forked body raised")
+'''
+
+
+@pytest.mark.parametrize("mode", ["auto", "fork-server"])
+def test_fork_server_runs_and_exit_mode_choice(scenario_file, tmp_path: Path, mode: str) -> None:
+    path = scenario_file(FORKED)
+    proc = run_cli("run", str(path), "--mode", mode, "--repeat", "2", "-j", "2", "--report", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    runs = load_report(tmp_path / "r")["runs"]
+    modes = {r["scenario"]: r["mode"] for r in runs}
+    assert modes["forked_passes"] == "fork-server/fast"
+    # An exit-phase expectation never runs with a fast exit: fresh under auto, full finalization when forced.
+    assert modes["forked_but_exit_bound"] == ("fresh" if mode == "auto" else "fork-server/full")
+    hung = next(r for r in runs if r["scenario"] == "forked_hangs")
+    assert any("forked_hangs" in dump for dump in hung["python_stacks"].values())
+    for run in runs:
+        for pid in run_pids(run):
+            assert not pid_alive(pid), f"{run['scenario']}: pid {pid} survived"
+    assert "forked body raised" in next(r for r in runs if r["scenario"] == "forked_raises")["reason"]
+
+
+def test_fresh_mode_overrides_fork_server(scenario_file, tmp_path: Path) -> None:
+    path = scenario_file(FORKED)
+    proc = run_cli("run", f"{path}::forked_passes", "--mode", "fresh", "--report", str(tmp_path / "r"))
+    assert proc.returncode == 0
+    assert load_report(tmp_path / "r")["runs"][0]["mode"] == "fresh"
+
+
+def test_start_perturbations_force_a_fresh_interpreter(scenario_file, tmp_path: Path) -> None:
+    path = scenario_file(FORKED)
+    proc = run_cli("run", f"{path}::forked_passes", "--mode", "fork-server", "--perturb", "dev-mode",
+                   "--report", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert load_report(tmp_path / "r")["runs"][0]["mode"] == "fresh"
