@@ -121,6 +121,9 @@ def build_parser() -> Parser:
     _add_selection(build)
     build.add_argument("--python", metavar="PATH", help="interpreter to build for (default: this one)")
     build.add_argument("--force", action="store_true", help="rebuild even when a cached build exists")
+    doctor = commands.add_parser("doctor", help="check gdb, ptrace, core files, compiler and headers")
+    doctor.add_argument("--python", metavar="PATH", help="interpreter to check (default: this one)")
+
     probe = commands.add_parser("probe", help="probe an extension module for lifetime bugs (exit, fork, gc-thread)")
     from lifeguard import probes
 
@@ -201,13 +204,25 @@ def cmd_build(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from lifeguard.doctor import run_checks
+    from lifeguard.interpreter import resolve
+
+    interp = resolve(args.python)
+    print(f"lifeguard {__version__}, Python {interp.version_text} ({interp.executable})")
+    checks = run_checks(interp)
+    for check in checks:
+        print(check.line())
+    return EXIT_USAGE if any(c.required and not c.ok for c in checks) else EXIT_OK
+
+
 def cmd_probe(args: argparse.Namespace) -> int:
     from lifeguard import probes
 
     return probes.cli_main(args)
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "build": cmd_build, "probe": cmd_probe}
+COMMANDS = {"run": cmd_run, "list": cmd_list, "build": cmd_build, "doctor": cmd_doctor, "probe": cmd_probe}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
