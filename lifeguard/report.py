@@ -22,6 +22,7 @@ from lifeguard.results import RunResult
 SCHEMA_VERSION = 1
 PLAIN_PROGRESS_INTERVAL = 10.0  # seconds between progress lines when not on a terminal
 EVIDENCE_LINES = 25
+NATIVE_LINES = 80  # of the rendered native stacks in the terminal; the whole text is in backtraces.txt
 
 
 def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES) -> str:
@@ -49,7 +50,12 @@ def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES) -> str:
         parts.append(f"--- Python stacks of pid {pid} (faulthandler) ---\n" + "\n".join(lines))
     rendered = [b.get("text") for b in result.backtraces if b.get("text")]
     if rendered:
-        parts.append("--- native backtraces ---\n" + "\n".join(rendered))
+        lines = "\n".join(rendered).rstrip().splitlines()
+        shown = lines[:NATIVE_LINES]
+        if len(lines) > NATIVE_LINES:
+            where = result.evidence.get("backtraces", "report.json")
+            shown.append(f"[... {len(lines) - NATIVE_LINES} more lines in {where}]")
+        parts.append("--- native backtraces ---\n" + "\n".join(shown))
     for finding in result.findings:
         parts.append(f"finding [{finding.get('kind')}]: {finding.get('summary')}")
         if finding.get("hint"):

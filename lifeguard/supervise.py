@@ -14,6 +14,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import threading
@@ -300,6 +301,8 @@ class RunFiles:
     def create(cls, run_dir: Path) -> tuple[RunFiles, tuple[int, int, int]]:
         """Make the folder and open (events, stdout, stderr) for the child: O_APPEND, so
         lines from several processes never interleave and capping can truncate."""
+        if run_dir.exists():  # a folder left by an earlier session: its files would mix with ours
+            shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True, exist_ok=True)
         files = cls(run_dir, run_dir / "stdout.txt", run_dir / "stderr.txt", run_dir / "events.jsonl")
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC | os.O_CLOEXEC
@@ -440,7 +443,31 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
         findings = [f.to_dict() for f in diagnose(result)]
     except Exception as exc:  # a rule's bug must not lose the run
         findings = [{"kind": "internal", "summary": f"diagnosis failed: {exc!r}", "hint": ""}]
-    return replace(result, findings=findings)
+    result = replace(result, findings=findings)
+    return replace(result, evidence={**result.evidence, **write_artifacts(result)})
+
+
+def write_artifacts(result: RunResult) -> dict[str, str]:
+    """The readable evidence of a failed run, as files in its folder."""
+    run_dir = Path(result.run_dir)
+    written = {}
+    texts = [b["text"] for b in result.backtraces if b.get("text")]
+    errors = [b["error"] for b in result.backtraces if b.get("error") and not b.get("text")]
+    if texts or errors:
+        path = run_dir / "backtraces.txt"
+        path.write_text("\n".join(texts + [f"capture error: {e}" for e in errors]))
+        written["backtraces"] = str(path)
+    if result.findings:
+        path = run_dir / "findings.txt"
+        lines = []
+        for finding in result.findings:
+            lines.append(f"[{finding.get('kind')}] {finding.get('summary')}")
+            lines.extend(f"    {frame}" for frame in finding.get("frames", []))
+            if finding.get("hint"):
+                lines.append(f"  fix: {finding['hint']}")
+        path.write_text("\n".join(lines) + "\n")
+        written["findings"] = str(path)
+    return written
 
 
 def _finish(handle: ChildHandle, killed: list[int]) -> None:

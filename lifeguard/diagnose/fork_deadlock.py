@@ -59,9 +59,10 @@ def check(evidence: Evidence) -> list[Finding]:
         if process.pid not in forked_pids:
             continue
         for thread in process.threads:
-            lock = first_frame(thread, ("__lll_lock_wait", "__lll_lock_wait_private", "pthread_mutex_lock",
-                                        "___pthread_mutex_lock", "PyThread_acquire_lock_timed", "sem_wait",
-                                        "do_futex_wait", "__futex_abstimed_wait"))
+            # Name the lock at the highest level that shows it: Python's lock before libc's futex.
+            lock = first_frame(thread, ("PyThread_acquire_lock_timed",)) or first_frame(
+                thread, ("pthread_mutex_lock", "___pthread_mutex_lock", "__lll_lock_wait",
+                         "__lll_lock_wait_private", "sem_wait", "do_futex_wait", "__futex_abstimed_wait"))
             if lock is None:
                 continue
             caller = caller_outside(thread, lock[0])
