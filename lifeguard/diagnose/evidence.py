@@ -143,7 +143,16 @@ def describe(frame: Frame | None) -> str:
 _PY_LINE = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
 
 
+_LIBRARY_PARTS = ("/lib/python3", "<frozen ", "/lifeguard/bootstrap.py", "/lifeguard/forkserver_child.py")
+
+
 def python_location(dump: str) -> str | None:
-    """The innermost Python frame of the first thread of a faulthandler dump."""
-    match = _PY_LINE.search(dump)
-    return f"{match.group(3)} ({match.group(1).rsplit('/', 1)[-1]}:{match.group(2)})" if match else None
+    """The innermost user frame (not the standard library, not lifeguard's) of the
+    first thread of a faulthandler dump; the innermost frame when all are library code."""
+    first_thread = re.split(r"\n(?=Thread 0x|Current thread 0x)", dump.strip())[0]
+    matches = _PY_LINE.findall(first_thread)
+    if not matches:
+        return None
+    user = [m for m in matches if not any(part in m[0] for part in _LIBRARY_PARTS)]
+    file, line, function = (user or matches)[0]
+    return f"{function} ({file.rsplit('/', 1)[-1]}:{line})"

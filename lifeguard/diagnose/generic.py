@@ -61,7 +61,7 @@ def check(evidence: Evidence) -> list[Finding]:
                             threads=tuple(thread_ref(p, t, "blocked") for p, t in idle[:8]))]
         where = [python_location(d) for d in evidence.python_stacks.values()]
         summary = "hung" + (f" in {', '.join(w for w in where if w)}" if any(where) else "")
-        return [Finding(kind="hang", summary=summary + " (Python stacks only; install gdb for native stacks)",
+        return [Finding(kind="hang", summary=summary + " (Python stacks only)",
                         hint="Look for a thread waiting on another that waits back (locks, join, the GIL).")]
     if evidence.outcome is Outcome.CORRUPTED:
         return [Finding(kind="corruption", summary="the scenario reported broken data",

@@ -1,0 +1,131 @@
+"""Findings from real evidence: gdb on live hangs and on crash cores, explained by the rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, load_report, pid_alive, run_cli, run_pids
+
+from lifeguard.capture import gdb_available
+
+needs_gdb = pytest.mark.skipif(gdb_available() is None, reason="gdb is not installed (lifeguard doctor)")
+
+LOCK_FORK = '''
+import os, threading, time
+
+lock = threading.Lock()
+ready = threading.Event()
+
+def holder():
+    with lock:
+        ready.set()
+        time.sleep(3600)
+
+threading.Thread(target=holder, daemon=True).start()
+ready.wait()
+pid = os.fork()
+if pid == 0:
+    with lock:  # inherited locked; its owner does not exist in the child
+        pass
+    os._exit(0)
+os.waitpid(pid, 0)
+'''
+
+
+@needs_gdb
+def test_new_user_program_lock_held_across_fork(tmp_path: Path) -> None:
+    """A plain script no fixture knows: a thread holds a lock while another forks; the child takes it."""
+    script = tmp_path / "lock_fork.py"
+    script.write_text(LOCK_FORK)
+    proc = run_cli("run", str(script), "--timeout", "3", "--report", str(tmp_path / "r"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    run = load_report(tmp_path / "r")["runs"][0]
+    assert (run["outcome"], run["phase"]) == ("hung", "fork-child")
+    finding = run["findings"][0]
+    assert finding["kind"] == "fork-deadlock"
+    line = next(n for n, text in enumerate(LOCK_FORK.splitlines(), 1) if "inherited locked" in text)
+    assert "inherited from its parent" in finding["summary"] and f"lock_fork.py:{line}" in finding["summary"]
+    # Native stacks of both processes, with Python frames, and the child's is the blocked one.
+    processes = [b for b in run["backtraces"] if "threads" in b]
+    assert len(processes) == 2
+    child = next(p for p in processes if p["pid"] == finding["threads"][0]["pid"])
+    names = [f["function"] for t in child["threads"] for f in t["frames"]]
+    assert "PyThread_acquire_lock_timed" in names and "<module>" in names
+    assert (Path(run["run_dir"]) / "backtraces.txt").exists() and (Path(run["run_dir"]) / "findings.txt").exists()
+    assert "finding [fork-deadlock]" in proc.stdout
+    for pid in run_pids(run):
+        assert not pid_alive(pid)
+
+
+@needs_gdb
+def test_crash_after_finalize_names_the_static_destructor(tmp_path: Path) -> None:
+    proc = run_cli("run", str(ROOT / "scenarios" / "static_destructor.py"), "--variant", "buggy", "--repeat", "1",
+                   "-k", "closures", "--report", str(tmp_path / "r"), env={"LIFEGUARD_CACHE": str(tmp_path / "c")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = load_report(tmp_path / "r")["runs"][0]
+    assert (run["outcome"], run["phase"]) == ("crashed", "exit")
+    finding = run["findings"][0]
+    assert finding["kind"] == "static-destructor-after-finalize"
+    assert "FunctionPool::~FunctionPool" in finding["summary"]
+    assert finding["details"]["library"].endswith(".so")
+    assert any("__run_exit_handlers" in frame for frame in finding["frames"])
+    core_stacks = [b for b in run["backtraces"] if b.get("backend", "").startswith("core")]
+    assert core_stacks and core_stacks[0]["signal"]["name"] in ("SIGSEGV", "SIGABRT")
+    assert not list(Path(run["run_dir"]).glob("core*")), "cores are deleted unless --keep-cores"
+
+
+@needs_gdb
+def test_keep_cores(tmp_path: Path, scenario_file) -> None:
+    path = scenario_file('''
+import lifeguard
+
+@lifeguard.scenario(expect={"default": "crashed@run"}, timeout=20)
+def null_read():
+    import ctypes
+    ctypes.string_at(0)
+''')
+    proc = run_cli("run", str(path), "--keep-cores", "--report", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = load_report(tmp_path / "r")["runs"][0]
+    assert list(Path(run["run_dir"]).glob("core*"))
+    assert run["findings"][0]["kind"] == "crash"
+    summary = run["findings"][0]["summary"]
+    # the null read happens in libc's memmove/strlen-like copy called by ctypes' string_at
+    assert summary.startswith("crashed with SIGSEGV in ") and "(phase run)" in summary, summary
+
+
+def test_no_native_keeps_faulthandler_evidence(tmp_path: Path, scenario_file) -> None:
+    path = scenario_file('''
+import lifeguard
+
+@lifeguard.scenario(expect={"default": "hung@run"}, timeout=2)
+def waits_forever():
+    import threading
+    threading.Event().wait()
+''')
+    proc = run_cli("run", str(path), "--no-native", "--report", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = load_report(tmp_path / "r")["runs"][0]
+    assert run["backtraces"] == []
+    assert any("waits_forever" in d for d in run["python_stacks"].values())
+    assert run["findings"][0]["kind"] == "hang" and "waits_forever" in run["findings"][0]["summary"]
+
+
+def test_wrong_thread_gc_is_named(tmp_path: Path, scenario_file) -> None:
+    path = scenario_file('''
+import lifeguard
+from lifeguard import child
+
+@lifeguard.scenario(expect={"default": "corrupted@run"}, timeout=20)
+def corrupted_while_gc_on_worker():
+    import gc, threading
+    worker = threading.Thread(target=gc.collect, name="inference-worker")
+    worker.start()
+    worker.join(10)
+    child.report_corruption("frame interleaved", data=b"\\x01\\x02")
+''')
+    proc = run_cli("run", str(path), "--report", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    finding = load_report(tmp_path / "r")["runs"][0]["findings"][0]
+    assert finding["kind"] == "wrong-thread-gc" and "inference-worker" in finding["summary"]
