@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -37,6 +38,13 @@ def positive_float(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of seconds")
     return value
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def seed_value(text: str) -> int:
@@ -87,7 +95,8 @@ def build_parser() -> Parser:
     _add_selection(run)
     run.add_argument("--repeat", type=positive_int, metavar="N", help="runs per scenario x variant "
                      "(default: each scenario's own repeat)")
-    run.add_argument("-j", "--jobs", type=positive_int, default=1, metavar="N", help="runs in parallel (default 1)")
+    run.add_argument("-j", "--jobs", type=positive_int, default=default_jobs(), metavar="N",
+                     help=f"runs in parallel (default: the CPUs available, {default_jobs()} here)")
     run.add_argument("--timeout", type=positive_float, metavar="SECONDS",
                      help="deadline per run (default: each scenario's own)")
     run.add_argument("--python", metavar="PATH", help="interpreter for the children (default: this one)")
