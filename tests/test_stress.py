@@ -97,7 +97,7 @@ def fails_on_fourth_run():
     open(path, "w").write(str(count))
     assert count < 4, "fourth run fails"
 ''')
-    proc = run_cli("run", str(path), "--until-fail", "--repeat", "50", "--report", str(tmp_path / "r"))
+    proc = run_cli("run", str(path), "--until-fail", "--repeat", "50", "-j", "1", "--report", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = load_report(tmp_path / "r")
     assert [r["outcome"] for r in sorted(data["runs"], key=lambda r: r["index"])] == ["passed"] * 3 + ["failed"]
