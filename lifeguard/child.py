@@ -14,6 +14,9 @@ import time
 from typing import Any
 
 EVENTS_ENV = "LIFEGUARD_EVENTS_FD"
+# A path instead of a descriptor, for a child started by a tool that does not
+# pass descriptors through (a run replayed under gdb).
+EVENTS_PATH_ENV = "LIFEGUARD_EVENTS_PATH"
 VARIANT_ENV = "LIFEGUARD_VARIANT"
 
 _write_lock = threading.Lock()
@@ -23,7 +26,10 @@ def emit(kind: str, **fields: Any) -> None:
     """Append one event line to the result channel (no-op outside a supervised run)."""
     fd_text = os.environ.get(EVENTS_ENV)
     if not fd_text:
-        return
+        path = os.environ.get(EVENTS_PATH_ENV)
+        if not path:
+            return
+        fd_text = os.environ[EVENTS_ENV] = str(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
     record = {"event": kind, "pid": os.getpid(), "time": time.time(), **fields}
     line = (json.dumps(record, default=repr) + "\n").encode()
     # One write(2) per event on an O_APPEND descriptor: lines from several

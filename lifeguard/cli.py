@@ -105,6 +105,9 @@ def build_parser() -> Parser:
     run.add_argument("--no-native", action="store_true",
                      help="skip native stacks (gdb on hangs, core files on crashes); faulthandler evidence only")
     run.add_argument("--keep-cores", action="store_true", help="keep the core files of crashed runs in their folders")
+    run.add_argument("--backtrace", choices=("core", "replay"), default="core",
+                     help="native stacks of a crash from its core file (default; falls back to replay when the "
+                          "kernel pipes cores to a handler) or by rerunning the run under gdb ('replay')")
     run.add_argument("-v", "--verbose", action="store_true", help="print every run as it finishes")
     stress = run.add_argument_group("stress")
     stress.add_argument("--until-fail", action="store_true",
@@ -173,7 +176,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     engine = Engine(interp, jobs=args.jobs, sinks=sinks, capture_hooks=hooks, runs_dir=runs_dir)
     options = PlanOptions(repeat=args.repeat, timeout=args.timeout,
                           variants=tuple(args.variant) if args.variant else None,
-                          cores=not args.no_native, keep_cores=args.keep_cores, until_fail=args.until_fail,
+                          cores=not args.no_native, keep_cores=args.keep_cores, backtrace=args.backtrace,
+                          until_fail=args.until_fail,
                           duration=args.duration, seed=args.seed, perturbations=args.perturb, mode=args.mode)
     session = engine.run(scenarios, options)
     if session.interrupted:

@@ -7,13 +7,14 @@ Without gdb, lifeguard still runs and keeps the faulthandler evidence.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from lifeguard.backtraces import ProcessStacks, render_text
 from lifeguard.cache import cache_dir
 from lifeguard.cores import find_cores
-from lifeguard.supervise import CaptureHook, HangContext
+from lifeguard.supervise import CaptureHook, HangContext, RunSpec
 
 HANG_CAPTURE_TIMEOUT = 20.0
 CORE_ANALYSIS_TIMEOUT = 60.0
@@ -90,3 +91,30 @@ def analyse_crash_cores(run_dir: Path, executable: str, *, keep: bool = False) -
         if not keep:
             os.unlink(core)
     return process_dicts(processes)
+
+
+REPLAY_TIMEOUT_MARGIN = 30.0
+
+
+def replay_under_gdb(spec: RunSpec, argv: list[str]) -> list[dict[str, Any]]:
+    """Rerun a crashed run under gdb (in ``<run>/replay/``) and capture it where it stops."""
+    import json
+
+    from lifeguard import CHILD_ENV
+    from lifeguard.capture import gdb_available, replay_crash
+    from lifeguard.child import EVENTS_PATH_ENV, VARIANT_ENV
+    from lifeguard.supervise import child_spec
+
+    if gdb_available() is None:
+        return [{"error": "a replay under gdb needs gdb (apt-get install gdb)"}]
+    folder = spec.run_dir / "replay"
+    folder.mkdir(parents=True, exist_ok=True)
+    replayed = replace(spec, run_dir=folder, cores=False)
+    env = dict(os.environ)
+    env.update(spec.env)
+    env.update({CHILD_ENV: "1", VARIANT_ENV: spec.variant, EVENTS_PATH_ENV: str(folder / "events.jsonl"),
+                "LIFEGUARD_SPEC": json.dumps(child_spec(replayed))})
+    process = replay_crash(argv, env=env, cwd=folder, stdout_path=folder / "stdout.txt",
+                           stderr_path=folder / "stderr.txt", timeout=spec.timeout + REPLAY_TIMEOUT_MARGIN,
+                           cache_dir=cache_dir() / "gdb-index")
+    return process_dicts([process])

@@ -39,8 +39,9 @@ class PlanOptions:
     repeat: int | None = None  # overrides every scenario's default (a cap with until_fail/duration)
     timeout: float | None = None  # overrides every scenario's default
     variants: tuple[str, ...] | None = None  # None: every variant a scenario declares
-    cores: bool = True  # read native stacks of crashes from core files
+    cores: bool = True  # native stacks of failed runs (cores / replay on crashes, gdb on hangs)
     keep_cores: bool = False
+    backtrace: str = "core"  # "core" or "replay" (see RunSpec.backtrace)
     until_fail: bool = False
     duration: float | None = None  # seconds
     seed: int | None = None  # replay: every run uses this seed
@@ -187,6 +188,7 @@ class Scheduler:
             expected=str(item.expectation(variant, interp.short_version)),
             fixture=item.fixture, fixture_dir=str(fixture.directory) if fixture else None,
             cores=self.options.cores and native, keep_cores=self.options.keep_cores,
+            backtrace=self.options.backtrace,
             seed=seed, perturbations=tuple(self.options.perturbations), python_flags=flags, env=env,
             mode=exit_mode_for(item, interp, self.options.mode, self.options.perturbations),
         )

@@ -83,6 +83,9 @@ class RunSpec:
     # gdb captures a hang (off after a series' first few failures, or with --no-native).
     cores: bool = True
     keep_cores: bool = False
+    # How a crash's native stacks are read: "core" (the kernel's core file, falling back
+    # to replay when cores are piped elsewhere) or "replay" (rerun the run under gdb).
+    backtrace: str = "core"
     seed: int = 0
     perturbations: tuple[str, ...] = ()
     mode: str = "fresh"  # "fresh", "fork-server/fast" or "fork-server/full"
@@ -116,6 +119,20 @@ def child_path_dir() -> Path:
         os.symlink(package, tmp)
         os.replace(tmp, link)
     return folder
+
+
+BOOT_SCRIPT = "lifeguard_boot.py"
+
+
+def boot_script(path_dir: Path) -> Path:
+    """The child bootstrap as a script file, for tools that pass arguments through a
+    shell (gdb's ``run``): no quoting to get wrong, unlike ``-c CODE``."""
+    script = path_dir / BOOT_SCRIPT
+    if not script.exists():
+        tmp = path_dir / f".{BOOT_SCRIPT}.{os.getpid()}.{threading.get_ident()}"
+        tmp.write_text("from lifeguard import bootstrap\n\nbootstrap.main()\n")
+        os.replace(tmp, script)
+    return script
 
 
 def child_argv(spec: RunSpec, path_dir: Path) -> list[str]:
@@ -316,7 +333,7 @@ def child_spec(spec: RunSpec) -> dict[str, Any]:
     return {
         "kind": spec.kind, "path": spec.path, "function": spec.function, "code": spec.code,
         "fixture": spec.fixture, "fixture_dir": spec.fixture_dir, "run_dir": str(spec.run_dir),
-        "dump_signal": int(DUMP_SIGNAL), "argv": list(spec.argv), "cores": spec.cores,
+        "dump_signal": int(DUMP_SIGNAL), "argv": list(spec.argv), "cores": spec.cores and spec.backtrace == "core",
         "seed": spec.seed, "perturbations": list(spec.perturbations), "variant": spec.variant,
         "exit": "fast" if spec.mode == "fork-server/fast" else "full",
     }
@@ -419,15 +436,25 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
     from lifeguard.cores import core_setup, find_cores
 
     if spec.cores and (result.outcome is Outcome.CRASHED or find_cores(spec.run_dir)):
-        from lifeguard.native import analyse_crash_cores
+        from lifeguard.native import analyse_crash_cores, replay_under_gdb
 
-        setup = core_setup()
-        if not setup.usable:
-            notes.append(setup.note)
+        replay = spec.backtrace == "replay"
+        if not replay:
+            setup = core_setup()
+            if not setup.usable and not find_cores(spec.run_dir):
+                notes.append(setup.note + " Falling back to a replay under gdb.")
+                replay = result.outcome is Outcome.CRASHED
         try:
-            backtraces.extend(analyse_crash_cores(spec.run_dir, spec.interpreter.executable, keep=spec.keep_cores))
+            if replay:
+                path_dir = child_path_dir()
+                argv = [spec.interpreter.executable, "-X", "faulthandler", "-u", *spec.python_flags,
+                        str(boot_script(path_dir))]
+                backtraces.extend(replay_under_gdb(spec, argv))
+            else:
+                backtraces.extend(analyse_crash_cores(spec.run_dir, spec.interpreter.executable,
+                                                      keep=spec.keep_cores))
         except Exception as exc:  # evidence is best effort; the outcome stands
-            notes.append(f"core analysis failed: {exc!r}")
+            notes.append(f"native crash analysis failed: {exc!r}")
     if not spec.cores and result.outcome in (Outcome.CRASHED, Outcome.HUNG):
         notes.append("native stacks not captured for this run (--no-native, or this series already has them)")
     elif not backtraces and result.outcome in (Outcome.CRASHED, Outcome.HUNG):

@@ -129,3 +129,40 @@ def corrupted_while_gc_on_worker():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     finding = load_report(tmp_path / "r")["runs"][0]["findings"][0]
     assert finding["kind"] == "wrong-thread-gc" and "inference-worker" in finding["summary"]
+
+
+@needs_gdb
+def test_backtrace_replay_catches_the_crash_under_gdb(tmp_path: Path, scenario_file) -> None:
+    path = scenario_file('''
+import lifeguard
+
+@lifeguard.scenario(expect={"default": "crashed@exit"}, timeout=20)
+def null_read_at_exit():
+    import atexit, ctypes
+    atexit.register(ctypes.string_at, 0)
+''')
+    proc = run_cli("run", str(path), "--backtrace", "replay", "--report", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = load_report(tmp_path / "r")["runs"][0]
+    replayed = run["backtraces"][0]
+    assert replayed["backend"].startswith("replay") and replayed["error"] is None
+    assert replayed["signal"]["name"] == "SIGSEGV"
+    functions = [f["function"] for t in replayed["threads"] for f in t["frames"]]
+    assert "string_at" in functions
+    assert not list(Path(run["run_dir"]).glob("core*")), "a replay leaves no core behind"
+    assert (Path(run["run_dir"]) / "replay" / "events.jsonl").exists()
+
+
+def test_core_pattern_kinds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel setting itself cannot be changed here: a file stands in for /proc/sys/kernel/core_pattern."""
+    from lifeguard import cores
+
+    fake = tmp_path / "core_pattern"
+    monkeypatch.setattr(cores, "CORE_PATTERN", fake)
+    fake.write_text("|/usr/lib/systemd/systemd-coredump %P %u %g %s %t %c %h\n")
+    setup = cores.core_setup()
+    assert not setup.usable and "systemd-coredump" in setup.note and "--backtrace replay" in setup.note
+    fake.write_text("/var/crash/core.%e.%p\n")
+    assert not cores.core_setup().usable
+    fake.write_text("core\n")
+    assert cores.core_setup().usable

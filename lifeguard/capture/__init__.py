@@ -8,6 +8,7 @@ from lifeguard.capture.gdb import (
     capture_live,
     find_python_gdb,
     gdb_available,
+    replay_crash,
 )
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "capture_live",
     "find_python_gdb",
     "gdb_available",
+    "replay_crash",
     "merge_faulthandler",
     "parse_faulthandler",
 ]

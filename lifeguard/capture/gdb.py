@@ -14,12 +14,13 @@ import functools
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
@@ -404,7 +405,7 @@ def _build_stacks(
     elif error is None and not parsed.done:
         tail = _stderr_tail(run.stderr)
         error = f"gdb ended without a capture (exit status {run.returncode}): {tail or 'no output'}"
-    backend = mode if mode == "core" else "gdb"
+    backend = mode if mode in ("core", "replay") else "gdb"
     if target.get("python_gdb"):
         backend += "+python-gdb"
     signal_record = target.get("signal")
@@ -523,3 +524,45 @@ def analyse_core(
     run = _run_gdb(_gdb_command(gdb, cache_dir, call, exe=exe), timeout)
     info = _ProcInfo(ppid=None, exe=exe, cmdline=())
     return _build_stacks(None, info, run, mode="core", timeout=timeout, thread_names_from_proc=False)
+
+
+def replay_crash(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    stdout_path: Path,
+    stderr_path: Path,
+    timeout: float = DEFAULT_CORE_TIMEOUT,
+    cache_dir: Path | None = None,
+    python_frames: bool = True,
+) -> ProcessStacks:
+    """Run ``argv`` under gdb until it stops on a signal; backtraces of every thread then.
+
+    The program runs with exactly ``env`` (set inside gdb: gdb's own environment
+    must not carry the target's PYTHON* variables), in ``cwd``, its output to the
+    given files. The faulthandler dump signal and SIGPIPE pass through silently.
+    """
+    gdb = require_gdb()
+    exe = argv[0]
+    found = find_python_gdb(exe) if python_frames else None
+    script = _python_gdb_argument(None, python_frames, found)
+    cache_dir = _usable_cache_dir(cache_dir)
+    # "run ARGS" replaces the program's arguments, so they go there, with the redirections.
+    run_arguments = " ".join(shlex.quote(a) for a in argv[1:])
+    run_arguments += f" > {shlex.quote(str(stdout_path))} 2> {shlex.quote(str(stderr_path))} < /dev/null"
+    call = f"capture_replay({script!r}, {run_arguments!r})"
+    command = _gdb_command(gdb, cache_dir, call)
+    setup = ["set startup-with-shell on", f"set cwd {cwd}", "set follow-fork-mode parent",
+             "set detach-on-fork on", "handle SIGUSR2 nostop noprint pass", "handle SIGPIPE nostop noprint pass",
+             "unset environment"]
+    setup += [f"set environment {name}={value}" for name, value in env.items() if "\n" not in value]
+    extra: list[str] = []
+    for line in setup:
+        extra += ["-iex", line]
+    # -iex settings first, then the script and the call, then the program and its arguments.
+    command = [command[0], *extra, *command[1:], exe]
+    run = _run_gdb(command, timeout)
+    info = _ProcInfo(ppid=None, exe=exe, cmdline=tuple(argv))
+    stacks = _build_stacks(None, info, run, mode="replay", timeout=timeout, thread_names_from_proc=False)
+    return stacks

@@ -188,7 +188,7 @@ def walk_thread(thread, libpython, notes):
 def signal_info(core_output):
     """What killed the process of a core: $_siginfo when readable, else gdb's banner line."""
     info = {}
-    match = re.search(r"Program terminated with signal (SIG\w+)", core_output)
+    match = re.search(r"Program (?:terminated with|received) signal (SIG\w+)", core_output)
     if match:
         info["name"] = match.group(1)
     try:
@@ -199,6 +199,13 @@ def signal_info(core_output):
             info["address"] = hex(int(siginfo["_sifields"]["_sigfault"]["si_addr"]))
     except (gdb.error, RuntimeError):
         pass
+    if "name" not in info and "number" in info:
+        import signal
+
+        try:
+            info["name"] = signal.Signals(info["number"]).name
+        except ValueError:
+            pass
     try:
         info["tid"] = gdb.selected_thread().ptid[1]
     except (gdb.error, AttributeError):
@@ -273,4 +280,33 @@ def capture_core(core_path, python_gdb):
     libpython = load_python_gdb(python_gdb) if python_gdb else None
     target["python_gdb"] = libpython is not None
     dump_threads(libpython, target)
+    emit("DONE", {})
+
+
+def capture_replay(python_gdb, run_arguments):
+    """Run the program gdb was given (--args) until it stops on a signal, then dump it.
+
+    The crash is caught where it happens, before any handler runs: the way to get
+    native stacks when the kernel pipes core files to a handler lifeguard cannot read.
+    """
+    target = {"mode": "replay"}
+    libpython = load_python_gdb(python_gdb) if python_gdb else None
+    target["python_gdb"] = libpython is not None
+    try:
+        # The arguments and redirections, already quoted for the shell gdb starts the program with.
+        output = gdb.execute(f"run {run_arguments}", to_string=True)
+    except gdb.error as error:
+        emit("ERROR", {"message": f"replay could not start: {str(error).strip()}"})
+        return
+    if not gdb.selected_inferior().pid:
+        lines = [line for line in output.splitlines() if line.strip()]
+        emit("ERROR", {"message": "the replayed run did not stop on a signal: " + (lines[-1] if lines else "")})
+        emit("DONE", {})
+        return
+    target["signal"] = signal_info(output)
+    dump_threads(libpython, target)
+    try:
+        gdb.execute("kill", to_string=True)
+    except gdb.error as error:
+        note(f"kill failed: {error}")
     emit("DONE", {})

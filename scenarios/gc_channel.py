@@ -1,0 +1,322 @@
+"""Python's gc, run on a server thread, frees a Disco DRef mid-call: the channel's frames interleave.
+
+The TVM Disco incident (apache/tvm#15996). Every `dref.session` went through the
+FFI, which wraps the session in a NEW Python object each time. `DModule[name]`
+then called `_get_cached_method` on that temporary object, whose
+`hasattr(self, "_cache")` fell through to a native reflection lookup that
+failed. Turning that failure into a Python exception (raise_last_ffi_error and
+_append_traceback_frame) left frames that refer to themselves through a saved
+traceback: frame -> traceback -> frame. The cycle keeps every frame of the
+call chain alive, and with them the cached DPackedFunc, until the garbage
+collector runs. When it runs on another thread than the session's owner, the
+DPackedFunc's destructor writes its kill_reg frame into the channel while the
+owner is writing a call_packed frame: the reader finds a frame inside a frame.
+
+The fixture (fixtures_native/gc_channel) is the native half: sessions over a
+real pipe with a frame-checking reader thread, and DRefs whose tp_dealloc
+writes to it with the GIL released (TVM freed objects through ctypes). This
+file holds the Python half, TVM's session.py and FFI error path reduced to
+what the incident needs, in both versions: before the fix for the buggy build,
+after it for the fixed build (`fx.FIXED`). The fix sets the session explicitly
+on DPackedFunc and DModule and checks `self.__dict__` instead of `hasattr`, so
+no temporary session, no failed lookup, no cycle and no late free; the fixed
+build also writes each whole frame under a lock.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+import threading
+import time
+import types
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import lifeguard
+from lifeguard import child
+
+TIMEOUT = 10
+# Deterministic form: a streamed frame pauses this long between its header
+# and its payload, which is what lets the collector thread in every time.
+WRITE_WINDOW_US = 20_000
+# Each round leaves a new cycle for the collector. The first round's window
+# catches the free in about 39 runs of 40; a later round catches the rest.
+DETERMINISTIC_ROUNDS = 3
+# Large enough to be streamed in pieces rather than written atomically.
+CALL_PAYLOAD_BYTES = 64 * 1024
+# Stochastic form: no pause at all; many large calls while a thread collects.
+STOCHASTIC_BUDGET_SECONDS = 0.2
+STOCHASTIC_MAX_CALLS = 400
+STOCHASTIC_PAYLOAD_BYTES = 256 * 1024
+THREAD_JOIN_SECONDS = 3.0
+SHUTDOWN_SECONDS = 3.0
+# A stuck thread or reader must fail the run before lifeguard calls it hung.
+assert THREAD_JOIN_SECONDS + SHUTDOWN_SECONDS < TIMEOUT
+
+# The FFI error prefixes TVM maps to Python exception types (base.py ERROR_TYPE).
+ERROR_TYPES: dict[str, type[Exception]] = {
+    "AttributeError": AttributeError,
+    "ValueError": ValueError,
+    "TypeError": TypeError,
+    "KeyError": KeyError,
+}
+_BACKTRACE_FRAME = re.compile(r"^\s*\d+: (?P<function>.+)\n\s+at (?P<file>[^:\n]+):(?P<line>\d+)$", re.M)
+
+
+def _append_traceback_frame(tb: types.TracebackType | None, function: str, filename: str,
+                            lineno: int) -> types.TracebackType:
+    """Add a native frame to a traceback the way TVM's base.py did: run a dummy function.
+
+    `dummy_tb` keeps the traceback of this very frame, so this frame refers to
+    itself: the first link of the incident's cycle.
+    """
+    code = compile("\n" * (lineno - 1) + "def dummy_func(): raise NotImplementedError()", filename, "exec")
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)
+    dummy_func = namespace["dummy_func"]
+    dummy_func.__code__ = dummy_func.__code__.replace(co_name=function)
+    dummy_tb = None
+    try:
+        dummy_func()
+    except NotImplementedError as err:
+        dummy_tb = err.__traceback__
+    assert dummy_tb is not None and dummy_tb.tb_next is not None
+    new_frame = dummy_tb.tb_next
+    return types.TracebackType(tb, new_frame.tb_frame, new_frame.tb_lasti, new_frame.tb_lineno)
+
+
+def raise_last_ffi_error(message: str, backtrace: str) -> NoReturn:
+    """Re-raise a native failure as TVM's raise_last_ffi_error did, native frames included.
+
+    `py_err` is a local of this frame and its traceback holds this frame: the
+    second cycle. Both outlive the exception once hasattr() swallows it.
+    """
+    error_type, _, text = message.partition(": ")
+    py_err: BaseException = ERROR_TYPES.get(error_type, RuntimeError)(text or message)
+    tb = py_err.__traceback__
+    for match in _BACKTRACE_FRAME.finditer(backtrace):
+        tb = _append_traceback_frame(tb, match["function"], match["file"], int(match["line"]))
+    py_err = py_err.with_traceback(tb)
+    raise py_err
+
+
+def load_disco(fx: Any) -> types.SimpleNamespace:
+    """TVM's disco/session.py over the fixture: before the fix in a buggy build, after it in a fixed one."""
+    explicit_session = bool(fx.FIXED)
+
+    def ffi_call(native: Callable[..., Any], *args: Any) -> Any:
+        # TVM's ctypes FFI: `if _LIB.TVMFuncCall(...) != 0: raise_last_ffi_error()`.
+        try:
+            return native(*args)
+        except fx.FFIError as error:
+            message, backtrace = str(error), getattr(error, "backtrace", "")
+        raise_last_ffi_error(message, backtrace)
+
+    class Object:
+        """tvm.runtime.Object: attributes Python does not know are looked up natively."""
+
+        __slots__ = ()
+
+        def __getattr__(self, name: str) -> Any:
+            try:
+                return ffi_call(fx.node_get_attr, self, name)
+            except AttributeError:
+                raise AttributeError(f"{type(self)} has no attribute {name}") from None
+
+    class DRef(Object, fx.DRef):
+        """A register on every worker; freeing it sends kill_reg on the session's channel."""
+
+        if not explicit_session:
+            # Before the fix: the FFI wraps the session in a new object on every access.
+            @property
+            def session(self) -> Session:
+                return ffi_call(fx.dref_session, self)
+
+    class DPackedFunc(DRef):
+        """A function on the workers."""
+
+        def __init__(self, dref: DRef, session: Session) -> None:
+            self._move_from(dref)  # TVM: self.handle = dref.handle; dref.handle = None
+            if explicit_session:
+                self.session = session  # the fix: no temporary session object
+
+        def __call__(self, *args: Any) -> DRef:
+            return self.session.call_packed(self, *args)
+
+    class DModule(DRef):
+        """A module loaded on the workers."""
+
+        def __init__(self, dref: DRef, session: Session) -> None:
+            self._move_from(dref)
+            if explicit_session:
+                self.session = session
+
+        def __getitem__(self, name: str) -> DPackedFunc:
+            func = self.session._get_cached_method("runtime.ModuleGetFunction")
+            return DPackedFunc(func(self, name, False), self.session)
+
+    class Session(Object, fx.Session):
+        """A Disco session: the controller's end of the channel to the workers."""
+
+        def _get_cached_method(self, name: str) -> DPackedFunc:
+            if explicit_session:
+                has_cache = "_cache" in self.__dict__  # the fix: nothing native can fail here
+            else:
+                # Misses on a fresh session object, falls back to __getattr__,
+                # the native lookup fails, and the error leaves its cycle.
+                has_cache = hasattr(self, "_cache")
+            if not has_cache:
+                cache = self._cache = {}
+            else:
+                cache = self._cache
+            if name not in cache:
+                func = cache[name] = self.get_global_func(name)
+            else:
+                func = cache[name]
+            return func
+
+        def get_global_func(self, name: str) -> DPackedFunc:
+            return DPackedFunc(ffi_call(fx.session_get_global_func, self, name), self)
+
+        def call_packed(self, func: DRef, *args: Any) -> DRef:
+            return ffi_call(fx.session_call_packed, self, func, *args)
+
+        def load_vm_module(self, path: str) -> DModule:
+            func = self._get_cached_method("runtime.disco.load_vm_module")
+            return DModule(func(path, None), self)
+
+        def shutdown(self, timeout: float) -> dict[str, Any]:
+            return ffi_call(fx.session_shutdown, self, timeout)
+
+    fx.register_object("runtime.disco.DRef", DRef)
+    fx.register_object("runtime.disco.Session", Session)
+
+    def create_session(write_window_us: int = 0) -> Session:
+        return ffi_call(fx.session_create, write_window_us)
+
+    return types.SimpleNamespace(create_session=create_session, Session=Session, DRef=DRef)
+
+
+def _report_channel(report: dict[str, Any], calls_made: int) -> None:
+    """Pass the reader's verdict on the channel to lifeguard."""
+    child.note(
+        f"channel: {report['frames']} valid frames ({report['calls']} calls, {report['kills']} kill_reg), "
+        f"{report['bytes']} bytes, {report['dropped_after_shutdown']} frames dropped after shutdown"
+    )
+    if report["corrupted"]:
+        child.report_corruption(report["message"], data=report["evidence"])
+    elif report["calls"] != calls_made:
+        raise AssertionError(f"the reader saw {report['calls']} call frames, {calls_made} were sent")
+
+
+class ServerCollector:
+    """The inference server's housekeeping thread: it runs gc.collect() when asked."""
+
+    def __init__(self) -> None:
+        self._requested = threading.Event()
+        self._finished = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._serve, name="gc-collector", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            if not self._requested.wait(THREAD_JOIN_SECONDS):
+                return  # nobody asks any more: never outlive the run
+            self._requested.clear()
+            if self._stopping:
+                return
+            gc.collect()
+            self._finished.set()
+
+    def collect_soon(self) -> None:
+        """Ask for a collection; it starts as soon as this thread can take the GIL."""
+        self._finished.clear()
+        self._requested.set()
+
+    def wait_collected(self) -> None:
+        if not self._finished.wait(THREAD_JOIN_SECONDS):
+            raise TimeoutError("the collector thread did not finish its collection")
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._requested.set()
+        self._thread.join(THREAD_JOIN_SECONDS)
+        if self._thread.is_alive():
+            raise TimeoutError("the collector thread did not stop")
+
+
+@lifeguard.scenario(
+    fixture="gc_channel",
+    expect={"buggy": "corrupted@run", "fixed": "passed"},
+    timeout=TIMEOUT,
+    repeat={"buggy": 20, "fixed": 50},
+)
+def gc_thread_frees_dref_mid_call(fx: Any) -> None:
+    """A collector thread frees a cached DPackedFunc while the owner writes a call: frames interleave."""
+    disco = load_disco(fx)
+    # The collector thread is the only one that collects, as in a server that
+    # disables automatic gc and collects from a housekeeping thread; no
+    # collection can free the DPackedFunc earlier on the owner thread.
+    gc.disable()
+    session = disco.create_session(write_window_us=WRITE_WINDOW_US)
+    collector = ServerCollector()
+    calls_made = 0
+    try:
+        module = session.load_vm_module("model.so")
+        calls_made += 1
+        payload = bytes(range(256)) * (CALL_PAYLOAD_BYTES // 256)
+        for _ in range(DETERMINISTIC_ROUNDS):
+            # Before the fix this lookup leaves a cycle that owns the cached
+            # ModuleGetFunction DPackedFunc of a temporary session object.
+            forward = module["forward"]
+            calls_made += 1
+            collector.collect_soon()
+            # The owner releases the GIL to write the call frame; the collector
+            # takes it, and the DPackedFunc's kill_reg lands inside the frame.
+            forward(payload)
+            calls_made += 1
+            collector.wait_collected()
+    finally:
+        collector.stop()
+        report = session.shutdown(SHUTDOWN_SECONDS)
+        gc.enable()
+    _report_channel(report, calls_made)
+
+
+@lifeguard.scenario(
+    fixture="gc_channel",
+    expect={"buggy": "sometimes:corrupted@run", "fixed": "passed"},
+    timeout=TIMEOUT,
+    repeat={"buggy": 50, "fixed": 50},
+)
+def gc_thread_races_owner_calls(fx: Any) -> None:
+    """No pause anywhere: a thread collects in a loop while the owner streams large calls."""
+    disco = load_disco(fx)
+    session = disco.create_session()
+    stop = threading.Event()
+
+    def collect_until_stopped() -> None:
+        while not stop.is_set():
+            gc.collect()
+
+    collector = threading.Thread(target=collect_until_stopped, name="gc-collector", daemon=True)
+    calls_made = 0
+    try:
+        module = session.load_vm_module("model.so")
+        calls_made += 1
+        payload = bytes(range(256)) * (STOCHASTIC_PAYLOAD_BYTES // 256)
+        collector.start()
+        deadline = time.monotonic() + STOCHASTIC_BUDGET_SECONDS
+        while calls_made < STOCHASTIC_MAX_CALLS and time.monotonic() < deadline:
+            forward = module["forward"]  # one more cycle per request before the fix
+            forward(payload)
+            calls_made += 2
+    finally:
+        stop.set()
+        collector.join(THREAD_JOIN_SECONDS)
+        report = session.shutdown(SHUTDOWN_SECONDS)
+    if collector.is_alive():
+        raise TimeoutError("the collector thread did not stop")
+    _report_channel(report, calls_made)
