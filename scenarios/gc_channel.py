@@ -320,3 +320,52 @@ def gc_thread_races_owner_calls(fx: Any) -> None:
     if collector.is_alive():
         raise TimeoutError("the collector thread did not stop")
     _report_channel(report, calls_made)
+
+
+# The server form: nobody calls gc.collect(); the interpreter collects when
+# allocations cross its thresholds, on whichever thread allocates. Rare by
+# itself; the gc-thread and gc-aggressive perturbations make it frequent.
+SERVER_BUDGET_SECONDS = 0.1
+SERVER_PAYLOAD_BYTES = 64 * 1024
+
+
+@lifeguard.scenario(
+    fixture="gc_channel",
+    expect={"buggy": "sometimes:corrupted@run", "fixed": "passed"},
+    timeout=TIMEOUT,
+    repeat={"buggy": 50, "fixed": 50},
+    fork_server=True,
+)
+def request_thread_collects_by_chance(fx: Any) -> None:
+    """A request thread allocates (and so collects, now and then) while the owner streams calls."""
+    disco = load_disco(fx)
+    session = disco.create_session()
+    stop = threading.Event()
+
+    def handle_requests() -> None:
+        # Short-lived containers, as request parsing makes: they move the
+        # allocation counter that starts automatic collections on this thread.
+        while not stop.is_set():
+            [{"id": n, "tokens": [n, n + 1]} for n in range(64)]
+            child.hook_point()
+
+    handler = threading.Thread(target=handle_requests, name="request-handler", daemon=True)
+    calls_made = 0
+    try:
+        module = session.load_vm_module("model.so")
+        calls_made += 1
+        payload = bytes(range(256)) * (SERVER_PAYLOAD_BYTES // 256)
+        handler.start()
+        deadline = time.monotonic() + SERVER_BUDGET_SECONDS
+        while calls_made < STOCHASTIC_MAX_CALLS and time.monotonic() < deadline:
+            forward = module["forward"]
+            child.hook_point()
+            forward(payload)
+            calls_made += 2
+    finally:
+        stop.set()
+        handler.join(THREAD_JOIN_SECONDS)
+        report = session.shutdown(SHUTDOWN_SECONDS)
+    if handler.is_alive():
+        raise TimeoutError("the request thread did not stop")
+    _report_channel(report, calls_made)

@@ -29,7 +29,8 @@ def check(evidence: Evidence) -> list[Finding]:
     what = f"corruption ({corruption.get('message')})" if corruption else (evidence.signal_name or "a crash")
     summary = (f"{what} while the garbage collector ran on a non-main thread: {len(foreign)} collection(s) on "
                f"{', '.join(names)}")
+    threads = {(e.get("pid"), e.get("thread")): e.get("thread_name") for e in foreign}
     return [Finding(kind=KIND, summary=summary, hint=HINT,
-                    threads=tuple({"pid": e.get("pid"), "tid": e.get("thread"), "name": e.get("thread_name"),
-                                   "role": "ran gc"} for e in foreign[:5]),
+                    threads=tuple({"pid": pid, "tid": tid, "name": name, "role": "ran gc"}
+                                  for (pid, tid), name in list(threads.items())[:5]),
                     details={"collections": len(foreign)})]
