@@ -109,6 +109,11 @@ def _first_unexpected(expectation: Expectation, runs: list[RunResult]) -> int | 
     return 0 if runs else None
 
 
+# After Ctrl-C, how long the workers get to kill their runs' trees (each needs
+# at most a poll interval plus a bounded kill-and-reap).
+CANCEL_GRACE = 30.0
+
+
 class Engine:
     """Runs a selection of scenarios and feeds every result to the sinks."""
 
@@ -192,20 +197,31 @@ class Engine:
         if self.jobs == 1:
             self._worker(scheduler, session, servers, began)
             return
-        workers = [threading.Thread(target=self._worker, args=(scheduler, session, servers, began),
-                                    name=f"lifeguard-run-{n}", daemon=True) for n in range(self.jobs)]
-        for worker in workers:
-            worker.start()
+        # The main thread waits on an Event, not Thread.join: a join interrupted by
+        # Ctrl-C can mark a live thread as finished (CPython gh-90882), and the
+        # worker would be left killing its tree after we returned.
+        remaining = [self.jobs]
+        count_lock = threading.Lock()
+        all_done = threading.Event()
+
+        def work() -> None:
+            try:
+                self._worker(scheduler, session, servers, began)
+            finally:
+                with count_lock:
+                    remaining[0] -= 1
+                    if remaining[0] == 0:
+                        all_done.set()
+
+        for n in range(self.jobs):
+            threading.Thread(target=work, name=f"lifeguard-run-{n}", daemon=True).start()
         try:
-            for worker in workers:
-                # Bounded joins keep the main thread responsive to Ctrl-C.
-                while worker.is_alive():
-                    worker.join(0.5)
+            while not all_done.wait(0.5):  # bounded waits keep the main thread responsive to Ctrl-C
+                pass
         except BaseException:
             self.cancel.set()
             # Workers notice the cancel flag within a poll interval and kill their trees.
-            for worker in workers:
-                worker.join(30)
+            all_done.wait(CANCEL_GRACE)
             raise
 
 

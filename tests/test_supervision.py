@@ -171,7 +171,8 @@ def hangs():
             os.kill(hung_pid, signal.SIGKILL)
 
 
-def test_ctrl_c_kills_children_and_keeps_what_finished(scenario_file, tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_kills_children_and_keeps_what_finished(scenario_file, tmp_path: Path, jobs: str) -> None:
     pid_file = tmp_path / "hung.pid"
     path = scenario_file(f'''
 import lifeguard
@@ -190,8 +191,8 @@ def hangs():
     report = tmp_path / "r"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     supervisor = subprocess.Popen([real_python(), "-m", "lifeguard", "run", str(path), "--report", str(report),
-                                   "--no-native"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, start_new_session=True)
+                                   "--no-native", "-j", jobs], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not pid_file.exists():
