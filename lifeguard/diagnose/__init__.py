@@ -14,12 +14,13 @@ from lifeguard.diagnose.fork_deadlock import check as fork_deadlock
 from lifeguard.diagnose.generic import check as generic
 from lifeguard.diagnose.gil_deadlock import check as gil_deadlock
 from lifeguard.diagnose.static_destructor import check as static_destructor
+from lifeguard.diagnose.unregistered_thread import check as unregistered_thread
 from lifeguard.diagnose.wrong_thread_gc import check as wrong_thread_gc
 from lifeguard.results import RunResult
 
 Rule = Callable[[Evidence], list[Finding]]
 
-RULES: tuple[Rule, ...] = (static_destructor, fork_deadlock, gil_deadlock, wrong_thread_gc)
+RULES: tuple[Rule, ...] = (static_destructor, fork_deadlock, gil_deadlock, wrong_thread_gc, unregistered_thread)
 FALLBACK_RULES: tuple[Rule, ...] = (generic,)
 
 

@@ -156,3 +156,49 @@ def python_location(dump: str) -> str | None:
     user = [m for m in matches if not any(part in m[0] for part in _LIBRARY_PARTS)]
     file, line, function = (user or matches)[0]
     return f"{function} ({file.rsplit('/', 1)[-1]}:{line})"
+
+
+# Since CPython 3.13, os.fork() holds the runtime's thread-state list lock (HEAD_LOCK)
+# from PyOS_BeforeFork until fork() returns; a new thread state needs it.
+RUNTIME_LOCK_FUNCTIONS = ("new_threadstate", "PyMutex_LockFlags", "_PyMutex_LockTimed", "_PyParkingLot_Park")
+# Frames that show a thread was created (or is run) by the interpreter itself.
+PYTHON_THREAD_FUNCTIONS = ("thread_run", "pythread_wrapper", "Py_RunMain", "Py_BytesMain", "pymain_main",
+                           "Py_Main", "PyRun_SimpleFileExFlags")
+# Entry points into the interpreter from native code.
+PYTHON_ENTRY_FUNCTIONS = ("_PyEval_Vector", "_PyEval_EvalFrameDefault", "PyObject_Call", "PyObject_CallObject",
+                          "PyObject_Vectorcall", "_PyObject_MakeTpCall", "PyObject_CallFunction",
+                          "PyObject_CallFunctionObjArgs", "PyObject_CallNoArgs", "_PyFunction_Vectorcall",
+                          "PyEval_EvalCode")
+
+
+def waits_for(thread: ThreadStack) -> str | None:
+    """What a thread waits for to run Python: "gil", "runtime-lock" (HEAD_LOCK), or None."""
+    if has_frame(thread, ("take_gil",)):
+        return "gil"
+    if has_frame(thread, ("PyGILState_Ensure",)) and has_frame(thread, RUNTIME_LOCK_FUNCTIONS):
+        return "runtime-lock"
+    if has_frame(thread, GIL_WAIT_FUNCTIONS):
+        return "gil"
+    return None
+
+
+def _is_system(frame: Frame) -> bool:
+    library = frame.library or ""
+    name = frame.function or ""
+    return (any(part in library for part in ("libc.so", "libc-", "libpthread", "ld-linux"))
+            or name.startswith(("std::", "__", "_"))
+            or matches(name, WAIT_FUNCTIONS))
+
+
+def blocking_call(thread: ThreadStack) -> tuple[int, Frame] | None:
+    """The call user code made that blocks: the outermost frame of the innermost run of
+    libc / libstdc++ frames (``std::thread::join`` rather than the futex under it)."""
+    found = None
+    for position, frame in enumerate(thread.frames):
+        if frame.is_python:
+            break
+        if _is_system(frame):
+            found = (position, frame)
+        elif found is not None:
+            break
+    return found

@@ -14,11 +14,13 @@ from lifeguard.diagnose.evidence import (
     WAIT_FUNCTIONS,
     Evidence,
     Finding,
+    blocking_call,
     caller_outside,
     describe,
     first_frame,
     has_frame,
     thread_ref,
+    waits_for,
 )
 from lifeguard.outcomes import Outcome
 
@@ -40,7 +42,8 @@ def check(evidence: Evidence) -> list[Finding]:
         return []
     findings = []
     for process in evidence.processes:
-        waiters = [t for t in process.threads if has_frame(t, GIL_WAIT_FUNCTIONS)]
+        # Waiting for the GIL itself (not for HEAD_LOCK inside PyGILState_Ensure: fork-deadlock explains that).
+        waiters = [t for t in process.threads if waits_for(t) == "gil"]
         if not waiters:
             continue
         holders = [t for t in process.threads if t.gil == GIL_HELD and t not in waiters]
@@ -55,7 +58,7 @@ def check(evidence: Evidence) -> list[Finding]:
                 continue
             holders, confidence = candidates, "holder inferred from stacks"
         holder = holders[0]
-        blocked = _blocking_frame(holder)
+        blocked = blocking_call(holder) or _blocking_frame(holder)
         waiter = waiters[0]
         wait_at = first_frame(waiter, GIL_WAIT_FUNCTIONS)
         assert wait_at is not None
@@ -68,9 +71,8 @@ def check(evidence: Evidence) -> list[Finding]:
                    f"{in_fork} ({describe(blocked[1] if blocked else None)}, from {describe(holder_caller)}); "
                    f"thread {waiter.tid} waits for the GIL in {describe(wait_at[1])}, called from "
                    f"{describe(waiter_caller)}")
-        if has_frame(holder, FORK_FUNCTIONS):
-            summary += ", a pthread_atfork prepare handler" if has_frame(holder, ("__run_fork_handlers",
-                                                                                  "__run_prefork_handlers")) else ""
+        if has_frame(holder, ("__run_fork_handlers", "__run_prefork_handlers")):
+            summary += "; the join runs in a pthread_atfork prepare handler"
         findings.append(Finding(
             kind=KIND, summary=summary, hint=HINT,
             threads=(thread_ref(process, holder, "holds the GIL"), thread_ref(process, waiter, "waits for the GIL")),

@@ -8,12 +8,27 @@ or a fatal error and SIGABRT).
 
 from __future__ import annotations
 
-from lifeguard.diagnose.evidence import EXIT_HANDLER_FUNCTIONS, Evidence, Finding, first_frame, thread_ref
+from lifeguard.diagnose.evidence import (
+    EXIT_HANDLER_FUNCTIONS,
+    Evidence,
+    Finding,
+    blocking_call,
+    caller_outside,
+    describe,
+    first_frame,
+    thread_ref,
+)
 from lifeguard.outcomes import Outcome, Phase
 
 KIND = "static-destructor-after-finalize"
-HINT = ("Release the Python objects while the interpreter is alive: unregister them from an atexit hook or the "
-        "module's cleanup (m_free), so the static destructor owns nothing when exit() runs it.")
+HINT = ("Release the Python objects and stop the threads that call into Python while the interpreter is alive: "
+        "do it from an atexit hook or the module's cleanup (m_free), so the static destructor owns nothing and "
+        "no thread runs Python when exit() runs it.")
+
+
+# Where native code enters the interpreter (the crash site of a late callback).
+PYTHON_API_FUNCTIONS = ("PyGILState_Ensure", "PyEval_RestoreThread", "PyEval_AcquireThread", "PyObject_Call",
+                        "PyObject_CallObject", "PyObject_Vectorcall", "Py_DecRef", "_Py_Dealloc")
 
 
 def _is_destructor(name: str | None) -> bool:
@@ -39,12 +54,28 @@ def check(evidence: Evidence) -> list[Finding]:
         what = f"static destructor {destructor.function}" if destructor else "an exit handler"
         where = f" in {destructor.library.rsplit('/', 1)[-1]}" if destructor and destructor.library else ""
         crash = evidence.signal_name or "a fatal error"
-        summary = (f"{crash} at exit: {what}{where} ran from {handler.function} after the interpreter "
-                   f"{'finalized' if finalized else 'shut down'} and touched Python objects")
+        state = "finalized" if finalized else "shut down"
+        crashed_tid = process.signal.tid if process.signal else None
+        involved = [thread_ref(process, thread, "runs exit handlers")]
+        other = process.thread(crashed_tid) if crashed_tid not in (None, thread.tid) else None
+        if other is not None:
+            # The MXNet exit case: the destructor stops a worker pool, and a worker that
+            # still had a Python callback to run enters the dead interpreter.
+            blocked = blocking_call(thread)
+            entry = first_frame(other, PYTHON_API_FUNCTIONS)
+            entry_caller = caller_outside(other, entry[0] if entry else 0, skip=PYTHON_API_FUNCTIONS)
+            summary = (f"{crash} at exit: {what}{where} ran from {handler.function} after the interpreter "
+                       f"{state} and is in {describe(blocked[1]) if blocked else 'a blocking call'}; thread "
+                       f"{other.tid} crashed entering Python in {describe(entry[1]) if entry else 'the interpreter'}"
+                       f", called from {describe(entry_caller)}")
+            involved.append(thread_ref(process, other, "crashed calling into Python"))
+        else:
+            summary = f"{crash} at exit: {what}{where} ran from {handler.function} after the interpreter " \
+                      f"{state} and touched Python objects"
         shown = [str(f) for f in inner[:8] if not f.is_python] + [str(handler)]
         findings.append(Finding(
             kind=KIND, summary=summary, hint=HINT,
-            threads=(thread_ref(process, thread, "crashed in exit handlers"),),
+            threads=tuple(involved),
             frames=tuple(shown),
             details={"destructor": destructor.function if destructor else None,
                      "library": destructor.library if destructor else None,
