@@ -166,3 +166,59 @@ def test_core_pattern_kinds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert not cores.core_setup().usable
     fake.write_text("core\n")
     assert cores.core_setup().usable
+
+
+BUNDLED = [
+    # (scenario file, scenario, extra options, finding kind, words the finding must name)
+    ("static_destructor.py", "pool_outlives_interpreter", [], "static-destructor-after-finalize",
+     ["FunctionPool::~FunctionPool", "__run_exit_handlers"]),
+    ("static_destructor.py", "function_called_before_exit", [], "static-destructor-after-finalize",
+     ["FunctionPool::~FunctionPool"]),
+    ("static_destructor.py", "closures_released_after_finalize", [], "static-destructor-after-finalize",
+     ["FunctionPool::~FunctionPool"]),
+    ("fork_gil.py", "fork_with_pending_callback", ["--timeout", "3"], "fork-deadlock",
+     ["inside fork()", "std::thread::join", "CallbackPool::StopLocked", "pthread_atfork prepare handler",
+      "RunPythonTask"]),
+    ("fork_gil.py", "exit_with_pending_callback", [], "static-destructor-after-finalize",
+     ["CallbackPool::~CallbackPool", "PyGILState_Ensure", "RunPythonTask"]),
+    ("fork_gil.py", "callback_on_unregistered_thread", [], "python-without-thread-state",
+     ["RunOnNativeThread", "without a thread state"]),
+    ("gc_channel.py", "gc_thread_frees_dref_mid_call", [], "wrong-thread-gc", ["gc-collector", "kill_reg"]),
+    ("gc_channel.py", "gc_thread_races_owner_calls", ["--repeat", "3"], "wrong-thread-gc", ["gc-collector"]),
+    ("gc_channel.py", "request_thread_collects_by_chance", ["--perturb", "gc-thread", "--repeat", "3"],
+     "wrong-thread-gc", ["lifeguard-gc"]),
+]
+
+
+@needs_gdb
+@pytest.mark.parametrize(("file", "name", "options", "kind", "words"), BUNDLED, ids=[b[1] for b in BUNDLED])
+def test_bundled_buggy_scenarios_are_explained(tmp_path: Path, file: str, name: str, options: list[str], kind: str,
+                                               words: list[str]) -> None:
+    proc = run_cli("run", f"{ROOT / 'scenarios' / file}::{name}", "--variant", "buggy", "--repeat", "1", *options,
+                   "--report", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    failed = [r for r in load_report(tmp_path / "r")["runs"] if r["outcome"] != "passed"]
+    assert failed, "the buggy variant reproduced its bug"
+    run = failed[0]
+    kinds = [f["kind"] for f in run["findings"]]
+    assert kinds and kinds[0] == kind, run["findings"]
+    text = " ".join(f["summary"] + " " + " ".join(f["frames"]) for f in run["findings"])
+    for word in words:
+        assert word in text, (word, run["findings"])
+    for pid in run_pids(run):
+        assert not pid_alive(pid)
+
+
+@needs_gdb
+def test_fork_deadlock_on_313_names_the_runtime_lock(tmp_path: Path) -> None:
+    from conftest import pyenv_python
+
+    python = pyenv_python("3.13")
+    if python is None:
+        pytest.skip("CPython 3.13 is not installed")
+    proc = run_cli("run", f"{ROOT / 'scenarios' / 'fork_gil.py'}::fork_with_pending_callback", "--variant", "buggy",
+                   "--repeat", "1", "--timeout", "3", "--python", python, "--report", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    finding = load_report(tmp_path / "r")["runs"][0]["findings"][0]
+    assert finding["kind"] == "fork-deadlock" and "HEAD_LOCK" in finding["summary"]
+    assert "register_at_fork" in finding["hint"]
