@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -10,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import load_report, pid_alive, real_python, run_cli, run_pids, ROOT
+from conftest import ROOT, load_report, pid_alive, real_python, run_cli, run_pids
 
 CLASSIFY = '''
 import lifeguard
@@ -128,53 +129,9 @@ def leaves_a_daemon():
     assert not pid_alive(grandchild)
 
 
-def test_results_jsonl_survives_sigkill_of_the_supervisor(scenario_file, tmp_path: Path) -> None:
-    pid_file = tmp_path / "hung.pid"
-    path = scenario_file(f'''
-import lifeguard
-
-@lifeguard.scenario(timeout=20, repeat=3)
-def quick():
-    pass
-
-@lifeguard.scenario(expect={{"default": "hung"}}, timeout=60)
-def hangs():
-    import os, time
-    with open({str(pid_file)!r}, "w") as f:
-        f.write(str(os.getpid()))
-    time.sleep(1000)
-''')
-    report = tmp_path / "r"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    supervisor = subprocess.Popen([real_python(), "-m", "lifeguard", "run", str(path), "--report", str(report),
-                                   "--no-native"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  start_new_session=True)
-    hung_pid = None
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not pid_file.exists():
-            time.sleep(0.02)
-        assert pid_file.exists(), "the hanging run never started"
-        hung_pid = int(pid_file.read_text())
-        os.kill(supervisor.pid, signal.SIGKILL)
-        supervisor.wait(10)
-        lines = (report / "results.jsonl").read_text().splitlines()
-        # The plan interleaves series: quick#0 finished before hangs#0 started.
-        assert len(lines) >= 1
-        import json
-        assert json.loads(lines[0])["scenario"] == "quick"
-    finally:
-        if supervisor.poll() is None:
-            supervisor.kill()
-            supervisor.wait(10)
-        if hung_pid and pid_alive(hung_pid):
-            os.kill(hung_pid, signal.SIGKILL)
-
-
-@pytest.mark.parametrize("jobs", ["1", "2"])
-def test_ctrl_c_kills_children_and_keeps_what_finished(scenario_file, tmp_path: Path, jobs: str) -> None:
-    pid_file = tmp_path / "hung.pid"
-    path = scenario_file(f'''
+def _quick_then_hang(pid_file: Path) -> str:
+    """A scenario file whose first series passes at once and whose second hangs (writing its pid first)."""
+    return f'''
 import lifeguard
 
 @lifeguard.scenario(timeout=20)
@@ -184,26 +141,66 @@ def quick():
 @lifeguard.scenario(expect={{"default": "hung"}}, timeout=60)
 def hangs():
     import os, time
-    with open({str(pid_file)!r}, "w") as f:
+    with open({str(pid_file)!r} + ".tmp", "w") as f:
         f.write(str(os.getpid()))
+    os.rename({str(pid_file)!r} + ".tmp", {str(pid_file)!r})
     time.sleep(1000)
-''')
-    report = tmp_path / "r"
+'''
+
+
+def _start_supervisor(path: Path, report: Path, *options: str) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    supervisor = subprocess.Popen([real_python(), "-m", "lifeguard", "run", str(path), "--report", str(report),
-                                   "--no-native", "-j", jobs], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen([real_python(), "-m", "lifeguard", "run", str(path), "--report", str(report),
+                             "--no-native", *options], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+def _wait_for(condition, what: str, timeout: float = 60) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_results_jsonl_survives_sigkill_of_the_supervisor(scenario_file, tmp_path: Path) -> None:
+    pid_file, report = tmp_path / "hung.pid", tmp_path / "r"
+    path = scenario_file(_quick_then_hang(pid_file))
+    supervisor = _start_supervisor(path, report, "-j", "1")
+    hung_pid = None
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not pid_file.exists():
-            time.sleep(0.02)
+        _wait_for(pid_file.exists, "the hanging run")
         hung_pid = int(pid_file.read_text())
+        # -j 1 and interleaved series: quick#0 finished (and was written) before hangs#0 started.
+        os.kill(supervisor.pid, signal.SIGKILL)
+        supervisor.communicate(timeout=10)
+        lines = (report / "results.jsonl").read_text().splitlines()
+        assert [json.loads(line)["scenario"] for line in lines] == ["quick"]
+    finally:
+        if supervisor.poll() is None:
+            os.killpg(supervisor.pid, signal.SIGKILL)
+            supervisor.communicate(timeout=10)
+        if hung_pid and pid_alive(hung_pid):
+            os.kill(hung_pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_kills_children_and_keeps_what_finished(scenario_file, tmp_path: Path, jobs: str) -> None:
+    pid_file, report = tmp_path / "hung.pid", tmp_path / "r"
+    path = scenario_file(_quick_then_hang(pid_file))
+    supervisor = _start_supervisor(path, report, "-j", jobs)
+    try:
+        _wait_for(pid_file.exists, "the hanging run")
+        hung_pid = int(pid_file.read_text())
+        _wait_for(lambda: (report / "results.jsonl").exists() and (report / "results.jsonl").read_text(),
+                  "the quick run's result")
         os.kill(supervisor.pid, signal.SIGINT)
         out, err = supervisor.communicate(timeout=30)
     finally:
         if supervisor.poll() is None:
             os.killpg(supervisor.pid, signal.SIGKILL)
-            supervisor.wait(10)
+            supervisor.communicate(timeout=10)
     assert supervisor.returncode == 130, out + err
     assert not pid_alive(hung_pid)
     data = load_report(report)
