@@ -165,6 +165,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     sinks: list = [TerminalSink(verbose=args.verbose)]
     runs_dir = None
     if args.report:
+        args.report = args.report.resolve()  # children run in their own folders: relative paths would break
         args.report.mkdir(parents=True, exist_ok=True)
         sinks.append(ReportDirSink(args.report))
         runs_dir = args.report / "runs"

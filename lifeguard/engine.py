@@ -125,7 +125,7 @@ class Engine:
         self.sinks = list(sinks)
         self.capture_hooks = capture_hooks
         self.keep_passed = keep_passed
-        self.runs_dir = runs_dir
+        self.runs_dir = runs_dir.resolve() if runs_dir is not None else None
         self.force_build = force_build
         self.cancel = threading.Event()
         self._lock = threading.Lock()

@@ -90,7 +90,9 @@ def resolve(python: str | None = None) -> Interpreter:
             f"{facts['implementation']} {'.'.join(map(str, version))}"
         )
     return Interpreter(
-        executable=os.path.realpath(facts["executable"]),
+        # Not realpath: a venv's bin/python is a link to the base binary, and only
+        # through the link does the child get the venv's site-packages.
+        executable=facts["executable"],
         version=(int(version[0]), int(version[1]), int(version[2])),
         include=facts["include"],
         ext_suffix=facts["ext_suffix"],

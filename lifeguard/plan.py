@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+import shlex
 import threading
 import time
 from collections.abc import Sequence
@@ -114,6 +115,24 @@ def exit_mode_for(item: Scenario, interp: Interpreter, mode: str, perturbations:
     return "fork-server/fast"
 
 
+def replay_command(item: Scenario, variant: str, seed: int, perturbations: tuple[str, ...]) -> str:
+    """The command that reruns one run with the same seed and perturbations."""
+    if item.replay is not None:
+        return item.replay.replace("{seed}", str(seed))
+    if item.kind == "code":
+        target = "-c CODE"
+    elif item.kind == "script":
+        target = shlex.quote(item.path)
+    else:
+        target = shlex.quote(f"{item.path}::{item.name}")
+    command = f"lifeguard run {target} --seed {seed}"
+    if item.fixture:
+        command += f" --variant {variant}"
+    if perturbations:
+        command += f" --perturb {','.join(perturbations)}"
+    return command
+
+
 @dataclass
 class _Series:
     scenario: Scenario
@@ -180,6 +199,7 @@ class Scheduler:
         seed = self.options.seed if self.options.seed is not None else run_seed(
             self.base_seed, item.name, variant, index)
         flags, env = supervisor_side(self.options.perturbations, seed)
+        replay = replay_command(item, variant, seed, self.options.perturbations)
         return RunSpec(
             scenario=item.name, variant=variant, index=index, kind=item.kind, path=item.path,
             function=item.function, code=item.code, interpreter=interp,
@@ -191,4 +211,5 @@ class Scheduler:
             backtrace=self.options.backtrace,
             seed=seed, perturbations=tuple(self.options.perturbations), python_flags=flags, env=env,
             mode=exit_mode_for(item, interp, self.options.mode, self.options.perturbations),
+            replay=replay,
         )

@@ -28,12 +28,10 @@ NATIVE_LINES = 80  # of the rendered native stacks in the terminal; the whole te
 def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES) -> str:
     """The readable evidence of one run: why, stderr tail, Python stacks, native stacks."""
     parts = [f"{result}: {result.reason}".rstrip(": ")]
-    replay = f"replay: lifeguard run {result.scenario} --variant {result.variant} --seed {result.seed}"
-    if result.perturbations:
-        replay += f" --perturb {','.join(result.perturbations)}"
     if result.mode != "fresh":
         parts.append(f"mode: {result.mode}")
-    parts.append(replay)
+    if result.replay:
+        parts.append(f"replay: {result.replay}")
     if result.corruption:
         for item in result.corruption[:3]:
             parts.append(f"corruption (pid {item.get('pid')}): {item.get('message', '')}")

@@ -49,6 +49,7 @@ class RunResult:
     perturbations: list[str] = field(default_factory=list)
     mode: str = "fresh"  # "fresh", "fork-server/fast" or "fork-server/full"
     finished_at: float = 0.0  # seconds since the session started
+    replay: str = ""  # the command that reruns this run
 
     @property
     def signal_name(self) -> str | None:

@@ -47,6 +47,9 @@ class Scenario:
     tags: tuple[str, ...] = field(default_factory=tuple)
     # The body needs no pristine interpreter: runs may be forked from a warm server.
     fork_server: bool = False
+    # How to replay one run, with "{seed}" for its seed: None derives a `lifeguard run`
+    # command from the scenario's file and name; "" when there is no such command.
+    replay: str | None = None
 
     @property
     def variants(self) -> tuple[str, ...]:

@@ -1,13 +1,11 @@
 """Statistics of a series of runs: failure rate with a Wilson interval, runs to first
-failure, duration percentiles. numpy is imported here only, in the supervisor."""
+failure, duration percentiles. numpy is imported here only, in the supervisor, when needed."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 Z_95 = 1.959963984540054  # two-sided 95% normal quantile
 
@@ -20,6 +18,8 @@ def wilson_interval(failures: int, runs: int, z: float = Z_95) -> tuple[float, f
     """
     if runs <= 0:
         return (0.0, 1.0)
+    import numpy as np  # only where statistics are computed: importing lifeguard stays cheap
+
     n = float(runs)
     p = failures / n
     z2 = z * z
@@ -71,6 +71,8 @@ def _pct(value: float) -> str:
 def series_stats(failed: Sequence[bool], durations: Sequence[float], finished_at: Sequence[float] = ()) -> SeriesStats:
     """Stats of one series; ``failed`` and ``durations`` in run order; ``finished_at``
     the seconds since the start of the session at which each run finished."""
+    import numpy as np
+
     runs = len(failed)
     failures = int(np.count_nonzero(np.asarray(failed, dtype=bool))) if runs else 0
     low, high = wilson_interval(failures, runs)

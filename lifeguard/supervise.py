@@ -89,6 +89,7 @@ class RunSpec:
     seed: int = 0
     perturbations: tuple[str, ...] = ()
     mode: str = "fresh"  # "fresh", "fork-server/fast" or "fork-server/full"
+    replay: str = ""  # the command that reruns this run (same seed and perturbations)
 
 
 @dataclass
@@ -562,5 +563,5 @@ def classify(spec: RunSpec, main_pid: int, rc: int | None, duration: float, *, h
         leftover_processes=leftovers, evidence=evidence, stdout_tail=stdout_tail, stderr_tail=stderr_tail,
         python_stacks=python_stacks, backtraces=backtraces,
         events=[e for e in events if e["event"] not in ("started",)][:200],
-        seed=spec.seed, perturbations=list(spec.perturbations), mode=spec.mode,
+        seed=spec.seed, perturbations=list(spec.perturbations), mode=spec.mode, replay=spec.replay,
     )

@@ -266,5 +266,5 @@ def version():
     proc = run_cli("run", str(path), "--python", other, "--report", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = load_report(tmp_path / "r")
-    assert data["python"]["executable"] == os.path.realpath(other)
+    assert os.path.realpath(data["python"]["executable"]) == os.path.realpath(other)
     assert data["runs"][0]["python"] != ".".join(map(str, sys.version_info[:3]))

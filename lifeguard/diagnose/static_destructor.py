@@ -8,6 +8,7 @@ or a fatal error and SIGABRT).
 
 from __future__ import annotations
 
+from lifeguard.backtraces import Frame
 from lifeguard.diagnose.evidence import (
     EXIT_HANDLER_FUNCTIONS,
     Evidence,
@@ -31,6 +32,13 @@ PYTHON_API_FUNCTIONS = ("PyGILState_Ensure", "PyEval_RestoreThread", "PyEval_Acq
                         "PyObject_CallObject", "PyObject_Vectorcall", "Py_DecRef", "_Py_Dealloc")
 
 
+def _is_runtime(frame: Frame) -> bool:
+    """libc, the loader, libstdc++ or the interpreter: not the code that owns the objects."""
+    library = frame.library or ""
+    return (any(part in library for part in ("libc.so", "libc-", "ld-linux", "libstdc++", "libpython"))
+            or (frame.function or "").startswith(("std::", "_Py", "Py", "__")) or frame.function in ("exit",))
+
+
 def _is_destructor(name: str | None) -> bool:
     return bool(name) and ("::~" in name or name.startswith("~"))  # type: ignore[union-attr]
 
@@ -50,8 +58,18 @@ def check(evidence: Evidence) -> list[Finding]:
         # std::unique_ptr / std::pair members it tears down on the way.
         own = [f for f in destructors if not (f.function or "").startswith("std::")]
         destructor = (own or destructors or [None])[-1]
+        if destructor is None:
+            # A C library destructor (__attribute__((destructor)), an atexit(3) callback):
+            # the user function exit() called, the frame just inside the handler.
+            user = [f for f in inner if not f.is_python and f.function and not _is_runtime(f)]
+            destructor = user[-1] if user else None
         finalized = "atexit-done" in evidence.event_kinds()
-        what = f"static destructor {destructor.function}" if destructor else "an exit handler"
+        if destructor is None:
+            what = "an exit handler"
+        elif _is_destructor(destructor.function):
+            what = f"static destructor {destructor.function}"
+        else:
+            what = f"exit-time function {destructor.function}"
         where = f" in {destructor.library.rsplit('/', 1)[-1]}" if destructor and destructor.library else ""
         crash = evidence.signal_name or "a fatal error"
         state = "finalized" if finalized else "shut down"

@@ -8,7 +8,7 @@ The child bootstrap records collections on non-main threads (gc.callbacks).
 
 from __future__ import annotations
 
-from lifeguard.diagnose.evidence import Evidence, Finding
+from lifeguard.diagnose.evidence import Evidence, Finding, has_frame
 from lifeguard.outcomes import Outcome
 
 KIND = "wrong-thread-gc"
@@ -18,8 +18,27 @@ HINT = ("An object whose destructor touches state owned by one thread was freed 
         "frees to the owner thread.")
 
 
+# Native frames of a running collection.
+GC_FUNCTIONS = ("gc_collect_main", "gc_collect_with_callback", "gc_collect_impl", "collect", "_PyGC_Collect",
+                "gc_collect_region", "_PyGC_CollectNoFail", "delete_garbage", "subtype_dealloc")
+
+
+def _crashed_in_foreign_gc(evidence: Evidence) -> bool:
+    """A crash counts only when the crashing thread is collecting and is not the main thread:
+    an earlier collection on a helper thread says nothing about a crash elsewhere."""
+    for process in evidence.processes:
+        if process.signal is None or process.signal.tid is None:
+            continue
+        thread = process.thread(process.signal.tid)
+        if thread is not None and thread.tid != process.pid and has_frame(thread, GC_FUNCTIONS):
+            return True
+    return False
+
+
 def check(evidence: Evidence) -> list[Finding]:
-    if evidence.outcome not in (Outcome.CORRUPTED, Outcome.CRASHED):
+    if evidence.outcome is Outcome.CORRUPTED:
+        pass
+    elif evidence.outcome is not Outcome.CRASHED or not _crashed_in_foreign_gc(evidence):
         return []
     foreign = [e for e in evidence.events if e.get("event") == "gc-foreign-thread"]
     if not foreign:
