@@ -16,7 +16,10 @@ CLI_TIMEOUT = 120.0
 
 
 def real_python() -> str:
-    return os.path.realpath(sys.executable)
+    """The interpreter running the tests, as it was started: in a venv, the venv's link
+    (the real binary behind it would lose the venv's packages). Never a shell shim:
+    sys.executable is what the interpreter reports of itself."""
+    return sys.executable
 
 
 def pyenv_python(version: str) -> str | None:

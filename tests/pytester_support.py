@@ -13,11 +13,13 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+# In-process inner sessions share this process's modules, and pytester drops
+# the ones a session imported when it ends. Load the plugin's engine side and
+# numpy now, so they stay loaded: numpy (the statistics import it when they are
+# computed) cannot be imported twice in one process.
+import numpy  # noqa: F401
 import pytest
 
-# In-process inner sessions share this process's modules, and pytester drops
-# the ones a session imported when it ends. Load the plugin's engine side now,
-# so it stays loaded: numpy, which the reports use, cannot be imported twice.
 import lifeguard.pytest_runner  # noqa: F401
 from lifeguard.cache import cache_dir
 
