@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import statistics
 import subprocess
 import sys
@@ -19,29 +20,38 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-CODE = "x = sum(range(100))"
-SCENARIO = f'''
-import lifeguard
+from _trivial import BODY as CODE
+from _trivial import ROOT, write_scenario
 
-@lifeguard.scenario(timeout=30)
-def trivial():
-    {CODE}
-'''
+BARE_TIMEOUT = 30.0
 
 
 def bare(python: str, runs: int) -> float:
+    """The baseline: spawn, and wait on a pidfd with a deadline. (subprocess.run(timeout=...)
+    polls with growing sleeps, which would add latency to the baseline and flatter lifeguard.)"""
     start = time.perf_counter()
     for _ in range(runs):
-        subprocess.run([python, "-X", "faulthandler", "-c", CODE], check=True, timeout=30,
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen([python, "-X", "faulthandler", "-c", CODE], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        pidfd = os.pidfd_open(proc.pid)
+        try:
+            ready, _, _ = select.select([pidfd], [], [], BARE_TIMEOUT)
+        finally:
+            os.close(pidfd)
+        if not ready:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"a bare spawn did not exit within {BARE_TIMEOUT} s")
+        if proc.wait() != 0:
+            raise RuntimeError("a bare spawn failed")
     return time.perf_counter() - start
 
 
 def lifeguard(python: str, scenario: Path, runs: int, jobs: int) -> float:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     start = time.perf_counter()
-    subprocess.run([python, "-m", "lifeguard", "run", str(scenario), "--repeat", str(runs), "-j", str(jobs)],
+    subprocess.run([python, "-m", "lifeguard", "run", str(scenario), "--repeat", str(runs), "-j", str(jobs),
+                    "--mode", "fresh"],
                    check=True, timeout=600, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
 
@@ -53,8 +63,7 @@ def main() -> int:
     args = parser.parse_args()
     python = os.path.realpath(sys.executable)
     with tempfile.TemporaryDirectory() as tmp:
-        scenario = Path(tmp) / "trivial.py"
-        scenario.write_text(SCENARIO)
+        scenario = write_scenario(Path(tmp))
         times: dict[str, list[float]] = {"bare": [], "lifeguard -j1": [], "lifeguard -j2": []}
         for _ in range(args.rounds):
             times["bare"].append(bare(python, args.runs) / args.runs)

@@ -16,16 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-SCENARIO = '''
-import lifeguard
-
-@lifeguard.scenario(timeout=30, fork_server=True)
-def trivial():
-    x = sum(range(100))
-'''
+from _trivial import write_scenario
 
 
 def rss_mb() -> float:
@@ -69,8 +60,7 @@ def main() -> int:
     from lifeguard.plan import PlanOptions
 
     with tempfile.TemporaryDirectory() as tmp:
-        scenario = Path(tmp) / "trivial.py"
-        scenario.write_text(SCENARIO)
+        scenario = write_scenario(Path(tmp))
         scenarios = discover([str(scenario)])
         interp = resolve()
         Engine(interp, jobs=args.jobs).run(scenarios, PlanOptions(repeat=200, mode=args.mode))

@@ -18,16 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-SCENARIO = '''
-import lifeguard
-
-@lifeguard.scenario(timeout=30, fork_server=True)
-def trivial():
-    x = sum(range(100))
-'''
+from _trivial import write_scenario
 
 
 def engine_rate(scenario: Path, runs: int, mode: str) -> float:
@@ -74,8 +65,7 @@ def main() -> int:
     os.environ.setdefault("LIFEGUARD_CACHE", tempfile.mkdtemp(prefix="lifeguard-bench-cache-"))
     with tempfile.TemporaryDirectory() as tmp_text:
         tmp = Path(tmp_text)
-        scenario = tmp / "trivial.py"
-        scenario.write_text(SCENARIO)
+        scenario = write_scenario(tmp)
         fresh, forked = [], []
         for _ in range(args.rounds):
             fresh.append(engine_rate(scenario, args.runs, "fresh"))

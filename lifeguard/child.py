@@ -1,13 +1,13 @@
 """What a scenario body may call while it runs inside the child process.
 
 The functions here talk to the supervisor through the run's result channel, an
-append-only events file whose descriptor the bootstrap opened. They are safe to
+append-only events file (one Python-literal dict a line) whose descriptor the
+supervisor passed down. They are safe to
 call from any thread and from forked children (every event carries its pid).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -31,7 +31,9 @@ def emit(kind: str, **fields: Any) -> None:
             return
         fd_text = os.environ[EVENTS_ENV] = str(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
     record = {"event": kind, "pid": os.getpid(), "time": time.time(), **fields}
-    line = (json.dumps(record, default=repr) + "\n").encode()
+    # One Python literal a line (read back with ast.literal_eval): no json import in
+    # the child, whose start-up every run pays. repr() keeps it on one line.
+    line = (repr(_literal(record)) + "\n").encode()
     # One write(2) per event on an O_APPEND descriptor: lines from several
     # processes never interleave, and nothing is buffered when the child dies.
     with _write_lock:
@@ -39,6 +41,19 @@ def emit(kind: str, **fields: Any) -> None:
             os.write(int(fd_text), line)
         except OSError:
             pass
+
+
+def _literal(value: Any) -> Any:
+    """``value`` with anything that is not a plain literal replaced by its repr."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value - value == 0 else repr(value)  # nan and inf are not literals
+    if isinstance(value, (list, tuple)):
+        return [_literal(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _literal(v) for k, v in value.items()}
+    return repr(value)
 
 
 def report_corruption(message: str, data: bytes | None = None) -> None:

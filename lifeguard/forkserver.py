@@ -26,6 +26,7 @@ from lifeguard.supervise import (
     child_env,
     child_path_dir,
     child_spec,
+    precompile_child_side,
     supervise,
 )
 
@@ -41,6 +42,7 @@ class ForkServer:
     """One server process and the thread that reads its replies."""
 
     def __init__(self, interpreter: Interpreter) -> None:
+        precompile_child_side(interpreter.executable)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         boot = (f"import sys; sys.path.insert(0, {str(child_path_dir())!r}); "
                 f"from lifeguard import forkserver_child; forkserver_child.serve({theirs.fileno()})")

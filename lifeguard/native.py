@@ -98,12 +98,10 @@ REPLAY_TIMEOUT_MARGIN = 30.0
 
 def replay_under_gdb(spec: RunSpec, argv: list[str]) -> list[dict[str, Any]]:
     """Rerun a crashed run under gdb (in ``<run>/replay/``) and capture it where it stops."""
-    import json
-
     from lifeguard import CHILD_ENV
     from lifeguard.capture import gdb_available, replay_crash
     from lifeguard.child import EVENTS_PATH_ENV, VARIANT_ENV
-    from lifeguard.supervise import child_spec
+    from lifeguard.supervise import EVENTS_FILE, child_spec
 
     if gdb_available() is None:
         return [{"error": "a replay under gdb needs gdb (apt-get install gdb)"}]
@@ -112,8 +110,8 @@ def replay_under_gdb(spec: RunSpec, argv: list[str]) -> list[dict[str, Any]]:
     replayed = replace(spec, run_dir=folder, cores=False)
     env = dict(os.environ)
     env.update(spec.env)
-    env.update({CHILD_ENV: "1", VARIANT_ENV: spec.variant, EVENTS_PATH_ENV: str(folder / "events.jsonl"),
-                "LIFEGUARD_SPEC": json.dumps(child_spec(replayed))})
+    env.update({CHILD_ENV: "1", VARIANT_ENV: spec.variant, EVENTS_PATH_ENV: str(folder / EVENTS_FILE),
+                "LIFEGUARD_SPEC": repr(child_spec(replayed))})
     process = replay_crash(argv, env=env, cwd=folder, stdout_path=folder / "stdout.txt",
                            stderr_path=folder / "stderr.txt", timeout=spec.timeout + REPLAY_TIMEOUT_MARGIN,
                            cache_dir=cache_dir() / "gdb-index")

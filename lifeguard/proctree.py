@@ -162,3 +162,51 @@ def signal_caught(pid: int, signum: int) -> bool:
     except OSError:
         pass
     return False
+
+
+def _children(pid: int) -> list[int] | None:
+    """Children of ``pid`` from /proc/PID/task/*/children; None where the kernel lacks the file."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    seen_file = False
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                found.extend(int(p) for p in f.read().split())
+            seen_file = True
+        except FileNotFoundError:
+            continue
+        except OSError:
+            seen_file = True
+    return found if seen_file else None
+
+
+def leftovers_after_exit(root: int, run_id: str) -> list[int]:
+    """Live processes of a run whose main process has exited.
+
+    They are all orphans re-parented to us (we are the subreaper) and their
+    descendants, so walking our own children is enough: no scan of every
+    process on the machine, which each passing run would pay for. Falls back
+    to the full scan where the kernel has no /proc/PID/task/TID/children.
+    """
+    ours = _children(os.getpid())
+    if ours is None:
+        return run_tree(root, run_id, include_root=False)
+    members = []
+    for pid in ours:
+        info = read_proc(pid)
+        if info is None or info.state == "Z" or pid == root:
+            continue
+        if info.sid == root or has_marker(pid, run_id):
+            members.append(pid)
+    stack = list(members)
+    while stack:
+        kids = _children(stack.pop()) or []
+        for kid in kids:
+            if kid not in members:
+                members.append(kid)
+                stack.append(kid)
+    return sorted(p for p in members if (read_proc(p) or ProcInfo(p, 0, 0, "Z", "")).state != "Z")

@@ -9,8 +9,9 @@ orphans included. Every wait is bounded; the supervisor never hangs.
 
 from __future__ import annotations
 
+import ast
+import functools
 import hashlib
-import json
 import os
 import re
 import select
@@ -33,6 +34,7 @@ from lifeguard.outcomes import Outcome, Phase
 from lifeguard.proctree import (
     RUN_MARKER_ENV,
     kill_tree,
+    leftovers_after_exit,
     read_proc,
     reap_orphans,
     run_tree,
@@ -105,6 +107,7 @@ class CaptureHook(Protocol):
     def __call__(self, context: HangContext) -> list[dict[str, Any]]: ...
 
 
+@functools.cache
 def child_path_dir() -> Path:
     """A folder holding only a link to this package, for the child's sys.path.
 
@@ -120,6 +123,27 @@ def child_path_dir() -> Path:
         os.symlink(package, tmp)
         os.replace(tmp, link)
     return folder
+
+
+PRECOMPILE_TIMEOUT = 60.0
+CHILD_SIDE_MODULES = ("__init__.py", "bootstrap.py", "child.py", "forkserver_child.py")
+
+
+@functools.cache
+def precompile_child_side(executable: str) -> None:
+    """Byte-compile the modules every child imports, for the child's interpreter, once.
+
+    Without cached bytecode (PYTHONDONTWRITEBYTECODE, a fresh checkout, another
+    Python version) every run would compile them again: milliseconds per run.
+    Best effort: a read-only install just goes without.
+    """
+    package = Path(__file__).resolve().parent
+    files = [str(package / name) for name in CHILD_SIDE_MODULES]
+    try:
+        subprocess.run([executable, "-m", "py_compile", *files], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=PRECOMPILE_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
 
 
 BOOT_SCRIPT = "lifeguard_boot.py"
@@ -175,15 +199,21 @@ def _cap_output(path: Path, cap: int) -> None:
         f.write(f"[lifeguard: {size - keep} bytes of output dropped]\n".encode() + newest)
 
 
+EVENTS_FILE = "events.txt"
+
+
 def read_events(path: Path) -> list[dict[str, Any]]:
+    """The result channel: one Python-literal dict a line (see child.emit)."""
     events = []
     try:
         with open(path, "rb") as f:
             for line in f:
                 try:
-                    events.append(json.loads(line))
-                except ValueError:
+                    event = ast.literal_eval(line.decode(errors="replace"))
+                except (ValueError, SyntaxError, MemoryError, RecursionError):
                     continue  # a line cut short by a crash mid-write
+                if isinstance(event, dict) and "event" in event:
+                    events.append(event)
     except OSError:
         pass
     return events
@@ -322,7 +352,7 @@ class RunFiles:
         if run_dir.exists():  # a folder left by an earlier session: its files would mix with ours
             shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True, exist_ok=True)
-        files = cls(run_dir, run_dir / "stdout.txt", run_dir / "stderr.txt", run_dir / "events.jsonl")
+        files = cls(run_dir, run_dir / "stdout.txt", run_dir / "stderr.txt", run_dir / EVENTS_FILE)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC | os.O_CLOEXEC
         fds = (os.open(files.events, flags, 0o644), os.open(files.stdout, flags, 0o644),
                os.open(files.stderr, flags, 0o644))
@@ -352,11 +382,12 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
              output_cap: int = DEFAULT_OUTPUT_CAP,
              on_start: Callable[[int], None] | None = None) -> RunResult:
     """Run ``spec`` in a fresh child and return its classified result."""
+    precompile_child_side(spec.interpreter.executable)
     files, (events_fd, out_fd, err_fd) = RunFiles.create(spec.run_dir)
     run_id = uuid.uuid4().hex
     env = dict(os.environ)
     env.update(child_env(spec, run_id, events_fd))
-    env["LIFEGUARD_SPEC"] = json.dumps(child_spec(spec))
+    env["LIFEGUARD_SPEC"] = repr(child_spec(spec))
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -406,10 +437,10 @@ def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, 
 
                 backtraces = merge_python_stacks(backtraces, python_stacks)
         else:
-            left = run_tree(handle.pid, run_id, include_root=False)
+            left = leftovers_after_exit(handle.pid, run_id)
             if left:
                 time.sleep(LEFTOVER_GRACE)
-                left = run_tree(handle.pid, run_id, include_root=False)
+                left = leftovers_after_exit(handle.pid, run_id)
             for pid in left:
                 info = read_proc(pid)
                 leftovers.append({"pid": pid, "comm": info.comm if info else "?", "ppid": info.ppid if info else None})
@@ -507,7 +538,7 @@ def classify(spec: RunSpec, main_pid: int, rc: int | None, duration: float, *, h
              hung_pids: list[int], python_stacks: dict[str, str], backtraces: list[dict[str, Any]],
              leftovers: list[dict[str, Any]], phase_at_deadline: Phase | None = None) -> RunResult:
     run_dir = spec.run_dir
-    events = read_events(run_dir / "events.jsonl")
+    events = read_events(run_dir / EVENTS_FILE)
     stderr_tail = _tail(run_dir / "stderr.txt")
     stdout_tail = _tail(run_dir / "stdout.txt")
     phase: Phase | None = phase_of(events, main_pid)
@@ -551,7 +582,7 @@ def classify(spec: RunSpec, main_pid: int, rc: int | None, duration: float, *, h
         outcome = Outcome.PASSED
         phase = None
         reason = ""
-    evidence = {name: str(run_dir / name) for name in ("stdout.txt", "stderr.txt", "events.jsonl")}
+    evidence = {name: str(run_dir / name) for name in ("stdout.txt", "stderr.txt", EVENTS_FILE)}
     for pid in python_stacks:
         evidence[f"faulthandler-{pid}"] = str(run_dir / f"faulthandler-{pid}.txt")
     return RunResult(

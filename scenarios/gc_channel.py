@@ -285,6 +285,35 @@ def gc_thread_frees_dref_mid_call(fx: Any) -> None:
     _report_channel(report, calls_made)
 
 
+def _owner_streams_calls_beside(fx: Any, side_work: Callable[[threading.Event], None], thread_name: str,
+                                budget_seconds: float, payload_bytes: int) -> None:
+    """The owner thread streams large calls for ``budget_seconds`` while ``side_work`` runs
+    on a second thread (until the event is set); then the channel's verdict is reported."""
+    disco = load_disco(fx)
+    session = disco.create_session()
+    stop = threading.Event()
+    worker = threading.Thread(target=side_work, args=(stop,), name=thread_name, daemon=True)
+    calls_made = 0
+    try:
+        module = session.load_vm_module("model.so")
+        calls_made += 1
+        payload = bytes(range(256)) * (payload_bytes // 256)
+        worker.start()
+        deadline = time.monotonic() + budget_seconds
+        while calls_made < STOCHASTIC_MAX_CALLS and time.monotonic() < deadline:
+            forward = module["forward"]  # one more cycle per request before the fix
+            child.hook_point()
+            forward(payload)
+            calls_made += 2
+    finally:
+        stop.set()
+        worker.join(THREAD_JOIN_SECONDS)
+        report = session.shutdown(SHUTDOWN_SECONDS)
+    if worker.is_alive():
+        raise TimeoutError(f"the {thread_name} thread did not stop")
+    _report_channel(report, calls_made)
+
+
 @lifeguard.scenario(
     fixture="gc_channel",
     expect={"buggy": "sometimes:corrupted@run", "fixed": "passed"},
@@ -293,33 +322,13 @@ def gc_thread_frees_dref_mid_call(fx: Any) -> None:
 )
 def gc_thread_races_owner_calls(fx: Any) -> None:
     """No pause anywhere: a thread collects in a loop while the owner streams large calls."""
-    disco = load_disco(fx)
-    session = disco.create_session()
-    stop = threading.Event()
 
-    def collect_until_stopped() -> None:
+    def collect_until_stopped(stop: threading.Event) -> None:
         while not stop.is_set():
             gc.collect()
 
-    collector = threading.Thread(target=collect_until_stopped, name="gc-collector", daemon=True)
-    calls_made = 0
-    try:
-        module = session.load_vm_module("model.so")
-        calls_made += 1
-        payload = bytes(range(256)) * (STOCHASTIC_PAYLOAD_BYTES // 256)
-        collector.start()
-        deadline = time.monotonic() + STOCHASTIC_BUDGET_SECONDS
-        while calls_made < STOCHASTIC_MAX_CALLS and time.monotonic() < deadline:
-            forward = module["forward"]  # one more cycle per request before the fix
-            forward(payload)
-            calls_made += 2
-    finally:
-        stop.set()
-        collector.join(THREAD_JOIN_SECONDS)
-        report = session.shutdown(SHUTDOWN_SECONDS)
-    if collector.is_alive():
-        raise TimeoutError("the collector thread did not stop")
-    _report_channel(report, calls_made)
+    _owner_streams_calls_beside(fx, collect_until_stopped, "gc-collector", STOCHASTIC_BUDGET_SECONDS,
+                                STOCHASTIC_PAYLOAD_BYTES)
 
 
 # The server form: nobody calls gc.collect(); the interpreter collects when
@@ -338,34 +347,12 @@ SERVER_PAYLOAD_BYTES = 64 * 1024
 )
 def request_thread_collects_by_chance(fx: Any) -> None:
     """A request thread allocates (and so collects, now and then) while the owner streams calls."""
-    disco = load_disco(fx)
-    session = disco.create_session()
-    stop = threading.Event()
 
-    def handle_requests() -> None:
+    def handle_requests(stop: threading.Event) -> None:
         # Short-lived containers, as request parsing makes: they move the
         # allocation counter that starts automatic collections on this thread.
         while not stop.is_set():
             [{"id": n, "tokens": [n, n + 1]} for n in range(64)]
             child.hook_point()
 
-    handler = threading.Thread(target=handle_requests, name="request-handler", daemon=True)
-    calls_made = 0
-    try:
-        module = session.load_vm_module("model.so")
-        calls_made += 1
-        payload = bytes(range(256)) * (SERVER_PAYLOAD_BYTES // 256)
-        handler.start()
-        deadline = time.monotonic() + SERVER_BUDGET_SECONDS
-        while calls_made < STOCHASTIC_MAX_CALLS and time.monotonic() < deadline:
-            forward = module["forward"]
-            child.hook_point()
-            forward(payload)
-            calls_made += 2
-    finally:
-        stop.set()
-        handler.join(THREAD_JOIN_SECONDS)
-        report = session.shutdown(SHUTDOWN_SECONDS)
-    if handler.is_alive():
-        raise TimeoutError("the request thread did not stop")
-    _report_channel(report, calls_made)
+    _owner_streams_calls_beside(fx, handle_requests, "request-handler", SERVER_BUDGET_SECONDS, SERVER_PAYLOAD_BYTES)

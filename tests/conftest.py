@@ -71,13 +71,10 @@ def pid_alive(pid: int) -> bool:
 def run_pids(run: dict) -> set[int]:
     """Every pid a run's child reported on its result channel (main and forked)."""
     pids = set()
-    events = Path(run["run_dir"]) / "events.jsonl"
-    if events.exists():
-        for line in events.read_text().splitlines():
-            try:
-                pids.add(json.loads(line)["pid"])
-            except (ValueError, KeyError):
-                pass
+    from lifeguard.supervise import EVENTS_FILE, read_events
+
+    for event in read_events(Path(run["run_dir"]) / EVENTS_FILE):
+        pids.add(event["pid"])
     for event in run.get("events", []):
         pids.add(event["pid"])
     return pids

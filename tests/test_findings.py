@@ -150,7 +150,7 @@ def null_read_at_exit():
     functions = [f["function"] for t in replayed["threads"] for f in t["frames"]]
     assert "string_at" in functions
     assert not list(Path(run["run_dir"]).glob("core*")), "a replay leaves no core behind"
-    assert (Path(run["run_dir"]) / "replay" / "events.jsonl").exists()
+    assert (Path(run["run_dir"]) / "replay" / "events.txt").exists()
 
 
 def test_core_pattern_kinds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
