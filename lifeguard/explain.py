@@ -1,0 +1,84 @@
+"""After a run failed: native crash stacks (cores or a replay), findings, readable evidence files.
+
+Passing runs never get here, so they pay nothing for any of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from lifeguard.childproc import boot_script, child_path_dir
+from lifeguard.outcomes import Outcome
+from lifeguard.results import RunResult
+from lifeguard.runspec import RunSpec
+
+
+def explain(spec: RunSpec, result: RunResult) -> RunResult:
+    """Add native crash stacks (from cores) and findings to a failed run; passing runs pay nothing."""
+    if result.outcome is Outcome.PASSED:
+        return result
+    notes = list(result.notes)
+    backtraces = list(result.backtraces)
+    from lifeguard.cores import core_setup, find_cores
+
+    if spec.cores and (result.outcome is Outcome.CRASHED or find_cores(spec.run_dir)):
+        from lifeguard.native import analyse_crash_cores, replay_under_gdb
+
+        replay = spec.backtrace == "replay"
+        if not replay:
+            setup = core_setup()
+            if not setup.usable and not find_cores(spec.run_dir):
+                notes.append(setup.note + " Falling back to a replay under gdb.")
+                replay = result.outcome is Outcome.CRASHED
+        try:
+            if replay:
+                path_dir = child_path_dir()
+                argv = [spec.interpreter.executable, "-X", "faulthandler", "-u", *spec.python_flags,
+                        str(boot_script(path_dir))]
+                backtraces.extend(replay_under_gdb(spec, argv))
+            else:
+                backtraces.extend(analyse_crash_cores(spec.run_dir, spec.interpreter.executable,
+                                                      keep=spec.keep_cores))
+        except Exception as exc:  # evidence is best effort; the outcome stands
+            notes.append(f"native crash analysis failed: {exc!r}")
+    if not spec.cores and result.outcome in (Outcome.CRASHED, Outcome.HUNG):
+        notes.append("native stacks not captured for this run (--no-native, or this series already has them)")
+    elif not backtraces and result.outcome in (Outcome.CRASHED, Outcome.HUNG):
+        from lifeguard.native import gdb_missing_note
+
+        missing = gdb_missing_note()
+        if missing:
+            notes.append(missing)
+    result = replace(result, backtraces=backtraces, notes=notes)
+    from lifeguard.diagnose import diagnose
+
+    try:
+        findings = [f.to_dict() for f in diagnose(result)]
+    except Exception as exc:  # a rule's bug must not lose the run
+        findings = [{"kind": "internal", "summary": f"diagnosis failed: {exc!r}", "hint": ""}]
+    result = replace(result, findings=findings)
+    return replace(result, evidence={**result.evidence, **write_artifacts(result)})
+
+
+def write_artifacts(result: RunResult) -> dict[str, str]:
+    """The readable evidence of a failed run, as files in its folder."""
+    run_dir = Path(result.run_dir)
+    written = {}
+    texts = [b["text"] for b in result.backtraces if b.get("text")]
+    errors = [b["error"] for b in result.backtraces if b.get("error") and not b.get("text")]
+    if texts or errors:
+        path = run_dir / "backtraces.txt"
+        path.write_text("\n".join(texts + [f"capture error: {e}" for e in errors]))
+        written["backtraces"] = str(path)
+    if result.findings:
+        path = run_dir / "findings.txt"
+        lines = []
+        for finding in result.findings:
+            lines.append(f"[{finding.get('kind')}] {finding.get('summary')}")
+            lines.extend(f"    {frame}" for frame in finding.get("frames", []))
+            if finding.get("hint"):
+                lines.append(f"  fix: {finding['hint']}")
+        path.write_text("\n".join(lines) + "\n")
+        written["findings"] = str(path)
+    return written
