@@ -193,3 +193,44 @@ def test_start_perturbations_force_a_fresh_interpreter(scenario_file, tmp_path: 
                    "--report", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert load_report(tmp_path / "r")["runs"][0]["mode"] == "fresh"
+
+
+def test_progress_bar_on_a_terminal(scenario_file, tmp_path: Path) -> None:
+    """On a terminal (a real pseudo-terminal here) the progress bar redraws in place."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import time
+
+    from conftest import ROOT, real_python
+
+    path = scenario_file("import lifeguard\n\n@lifeguard.scenario(timeout=20)\ndef quick():\n    pass\n")
+    master, slave = pty.openpty()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([real_python(), "-m", "lifeguard", "run", str(path), "--repeat", "6", "-j", "2"],
+                            stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=env, start_new_session=True)
+    os.close(slave)
+    output = b""
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the other end closed: the program has exited
+                    break
+                if not chunk:
+                    break
+                output += chunk
+            elif proc.poll() is not None:
+                break
+        assert proc.wait(timeout=30) == 0, output.decode(errors="replace")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait(10)
+        os.close(master)
+    text = output.decode(errors="replace")
+    assert "\r  [" in text and "runs 6/6  failed 0" in text, text
