@@ -18,6 +18,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import sys
+from typing import Any
 
 SPEC_ENV = "LIFEGUARD_SPEC"
 MAX_FOREIGN_GC_EVENTS = 20
@@ -171,7 +172,7 @@ def run(spec: dict) -> None:
     _run_body(emit, (lambda: func(module)) if spec.get("fixture") else func)
 
 
-def _load_function(path: str, name: str) -> object:
+def _load_function(path: str, name: str) -> Any:
     import importlib.util
 
     module_name = "lifeguard_scenario_" + os.path.splitext(os.path.basename(path))[0]
@@ -182,7 +183,7 @@ def _load_function(path: str, name: str) -> object:
     sys.modules[module_name] = module
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     spec.loader.exec_module(module)
-    target: object = module
+    target: Any = module
     for part in name.split("."):  # "TestClass.test_method" for tests in classes
         target = getattr(target, part)
     return target

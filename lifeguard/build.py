@@ -144,8 +144,8 @@ def _compile(sources: list[Path], variant: str, interp: Interpreter, out_dir: Pa
             objects.append(str(obj))
         linker = cxx if any(s.suffix in CXX_SUFFIXES for s in sources) else cc
         _run_compiler([linker, "-shared", "-pthread", *objects, "-o", str(staging / module_path.name)], staging)
-        for obj in objects:
-            os.unlink(obj)
+        for object_file in objects:
+            os.unlink(object_file)
         if out_dir.exists():  # --force: replace the old build whole
             shutil.rmtree(out_dir)
         os.rename(staging, out_dir)  # atomic: readers see a complete build or none

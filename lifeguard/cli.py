@@ -159,6 +159,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from lifeguard.interpreter import resolve
     from lifeguard.plan import PlanOptions
     from lifeguard.report import ReportDirSink, TerminalSink
+    from lifeguard.supervise import CaptureHook
 
     interp = resolve(args.python)
     scenarios = _select(args, args.timeout)
@@ -169,7 +170,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.report.mkdir(parents=True, exist_ok=True)
         sinks.append(ReportDirSink(args.report))
         runs_dir = args.report / "runs"
-    hooks = ()
+    hooks: tuple[CaptureHook, ...] = ()
     if not args.no_native:
         from lifeguard.native import native_capture_hooks
 

@@ -106,7 +106,7 @@ def serve(fd: int) -> None:
     buffer = bytearray()
     children: set[int] = set()
     while True:
-        ready, _, _ = select.select([sock, read_end], [], [])
+        ready, _, _ = select.select([sock.fileno(), read_end], [], [])
         if read_end in ready:
             os.read(read_end, 4096)
         while children:
@@ -118,7 +118,7 @@ def serve(fd: int) -> None:
                 break
             children.discard(pid)
             _send(sock, {"exited": pid, "status": os.waitstatus_to_exitcode(status)})
-        if sock in ready:
+        if sock.fileno() in ready:
             request, fds = _receive(sock, buffer)
             if request is None:
                 return  # the supervisor went away: so do we (running children are its to kill)

@@ -46,7 +46,7 @@ def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES) -> str:
     for pid, dump in result.python_stacks.items():
         lines = dump.rstrip().splitlines()[-max_lines * 2:]
         parts.append(f"--- Python stacks of pid {pid} (faulthandler) ---\n" + "\n".join(lines))
-    rendered = [b.get("text") for b in result.backtraces if b.get("text")]
+    rendered = [str(b["text"]) for b in result.backtraces if b.get("text")]
     if rendered:
         lines = "\n".join(rendered).rstrip().splitlines()
         shown = lines[:NATIVE_LINES]
@@ -92,7 +92,7 @@ class TerminalSink:
         self.stream = stream or sys.stdout
         self.verbose = verbose
         self.done = 0
-        self.total = 0
+        self.total: int | None = 0
         self.lock = threading.Lock()
         self.tty = self.stream.isatty()
 
@@ -157,7 +157,7 @@ class JsonlSink:
         self.file = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed in finish)
         self.lock = threading.Lock()
 
-    def start(self, session: Session, total_runs: int) -> None:
+    def start(self, session: Session, total_runs: int | None) -> None:
         pass
 
     def result(self, result: RunResult) -> None:
@@ -193,7 +193,7 @@ class ReportDirSink:
         self.directory = directory
         self.jsonl = JsonlSink(directory / "results.jsonl")
 
-    def start(self, session: Session, total_runs: int) -> None:
+    def start(self, session: Session, total_runs: int | None) -> None:
         self.jsonl.start(session, total_runs)
 
     def result(self, result: RunResult) -> None:

@@ -59,8 +59,8 @@ def check(evidence: Evidence) -> list[Finding]:
             return [Finding(kind="hang", summary=summary,
                             hint="Look for a thread waiting on another that waits back (locks, join, the GIL).",
                             threads=tuple(thread_ref(p, t, "blocked") for p, t in idle[:8]))]
-        where = [python_location(d) for d in evidence.python_stacks.values()]
-        summary = "hung" + (f" in {', '.join(w for w in where if w)}" if any(where) else "")
+        places = [p for p in (python_location(d) for d in evidence.python_stacks.values()) if p]
+        summary = "hung" + (f" in {', '.join(places)}" if places else "")
         return [Finding(kind="hang", summary=summary + " (Python stacks only)",
                         hint="Look for a thread waiting on another that waits back (locks, join, the GIL).")]
     if evidence.outcome is Outcome.CORRUPTED:

@@ -40,7 +40,7 @@ def _is_runtime(frame: Frame) -> bool:
 
 
 def _is_destructor(name: str | None) -> bool:
-    return bool(name) and ("::~" in name or name.startswith("~"))  # type: ignore[union-attr]
+    return name is not None and ("::~" in name or name.startswith("~"))
 
 
 def check(evidence: Evidence) -> list[Finding]:
@@ -57,7 +57,8 @@ def check(evidence: Evidence) -> list[Finding]:
         # Name the object exit() destroyed (the outermost destructor, e.g. ~FunctionPool), not the
         # std::unique_ptr / std::pair members it tears down on the way.
         own = [f for f in destructors if not (f.function or "").startswith("std::")]
-        destructor = (own or destructors or [None])[-1]
+        candidates = own or destructors
+        destructor: Frame | None = candidates[-1] if candidates else None
         if destructor is None:
             # A C library destructor (__attribute__((destructor)), an atexit(3) callback):
             # the user function exit() called, the frame just inside the handler.
