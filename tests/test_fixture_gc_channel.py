@@ -20,6 +20,9 @@ SCENARIO_FILE = ROOT / "scenarios" / "gc_channel.py"
 DETERMINISTIC = "gc_thread_frees_dref_mid_call"
 STOCHASTIC = "gc_thread_races_owner_calls"
 REPEAT = 3
+# The stochastic form corrupts most buggy runs, not all (70% to 100% seen, lower under
+# load): 8 runs make a series with no corruption at all a one-in-15,000 event at 70%.
+STOCHASTIC_REPEAT = 8
 VERSIONS = ("3.10", "3.11", "3.12", "3.13")
 # The stochastic scenario corrupted 200 of 200 buggy runs under 3.11: three
 # runs without a single hit would mean the race is gone, not bad luck.
@@ -32,9 +35,9 @@ KILL_REG_HEADER_PREFIX = MAGIC + struct.pack("=I", 3)
 HEADER_SIZE = 12
 
 
-def _run_scenario(python: str, scenario: str, report_dir: Path) -> dict:
+def _run_scenario(python: str, scenario: str, report_dir: Path, repeat: int = REPEAT) -> dict:
     proc = run_cli("run", str(SCENARIO_FILE), "-k", scenario, "--python", python,
-                   "--repeat", str(REPEAT), "--report", str(report_dir))
+                   "--repeat", str(repeat), "--report", str(report_dir))
     assert (report_dir / "report.json").exists(), proc.stdout + proc.stderr
     report = load_report(report_dir)
     report["cli_exit_code"] = proc.returncode
@@ -57,7 +60,7 @@ def stochastic_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
     python = pyenv_python(STOCHASTIC_VERSION)
     if python is None:
         pytest.skip(f"no CPython {STOCHASTIC_VERSION} installed")
-    return _run_scenario(python, STOCHASTIC, tmp_path_factory.mktemp("gc-channel-stochastic"))
+    return _run_scenario(python, STOCHASTIC, tmp_path_factory.mktemp("gc-channel-stochastic"), STOCHASTIC_REPEAT)
 
 
 def _runs(report: dict, variant: str) -> list[dict]:
@@ -79,9 +82,9 @@ def _assert_frame_inside_frame(run: dict) -> None:
     assert data.find(KILL_REG_HEADER_PREFIX, HEADER_SIZE) >= HEADER_SIZE, evidence["data_hex"]
 
 
-def _assert_fixed_passed(report: dict) -> None:
+def _assert_fixed_passed(report: dict, repeat: int = REPEAT) -> None:
     runs = _runs(report, "fixed")
-    assert len(runs) == REPEAT
+    assert len(runs) == repeat
     for run in runs:
         assert run["outcome"] == "passed", _where(run)
         assert run["exit_code"] == 0, _where(run)
@@ -119,7 +122,7 @@ def test_deterministic_fixed_run_passes(deterministic_report: dict) -> None:
 def test_stochastic_buggy_runs_corrupt_or_pass(stochastic_report: dict) -> None:
     assert stochastic_report["cli_exit_code"] == 0, stochastic_report["cli_output"]
     runs = _runs(stochastic_report, "buggy")
-    assert len(runs) == REPEAT
+    assert len(runs) == STOCHASTIC_REPEAT
     corrupted = [run for run in runs if run["outcome"] == "corrupted"]
     assert corrupted, [_where(run) for run in runs]
     for run in runs:
@@ -130,4 +133,4 @@ def test_stochastic_buggy_runs_corrupt_or_pass(stochastic_report: dict) -> None:
 
 
 def test_stochastic_fixed_run_passes(stochastic_report: dict) -> None:
-    _assert_fixed_passed(stochastic_report)
+    _assert_fixed_passed(stochastic_report, STOCHASTIC_REPEAT)
