@@ -187,7 +187,7 @@ def report_dict(session: Session) -> dict[str, Any]:
 
 
 class ReportDirSink:
-    """--report DIR: results.jsonl as runs finish; report.json and junit.xml at the end."""
+    """--report DIR: results.jsonl as runs finish; report.json, junit.xml and report.html at the end."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -203,6 +203,9 @@ class ReportDirSink:
         self.jsonl.finish(session)
         _atomic_write(self.directory / "report.json", json.dumps(report_dict(session), indent=1, default=str))
         _atomic_write(self.directory / "junit.xml", junit_xml(session))
+        from lifeguard.html_report import render
+
+        _atomic_write(self.directory / "report.html", render(session))
 
 
 def _atomic_write(path: Path, text: str) -> None:

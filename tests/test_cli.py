@@ -109,6 +109,24 @@ def test_reports_and_exit_codes(scenario_file, tmp_path: Path) -> None:
     assert "beta_fails[default]" in proc.stdout and "exit code 3" in proc.stdout
     failure = ET.parse(report / "junit.xml").getroot().find("testcase[@name='beta_fails[default]']/failure")
     assert failure is not None and "exit code 3" in failure.text
+    page = (report / "report.html").read_text()
+    assert '<tr class="unexpected"><td><a href="#beta_fails-default">beta_fails[default]</a>' in page
+    assert '<tr class="expected"><td>alpha_ok[default]</td>' in page
+    assert '<h3 id="beta_fails-default">' in page and "exit code 3" in page
+
+
+def test_html_report_escapes_what_it_shows(scenario_file, tmp_path: Path) -> None:
+    path = scenario_file('''
+import lifeguard
+
+@lifeguard.scenario(timeout=20)
+def prints_markup():
+    raise ValueError("<script>alert(1)</script>")
+''')
+    proc = run_cli("run", str(path), "--report", str(tmp_path / "r"))
+    assert proc.returncode == 1
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
 
 def test_plain_script_and_code(tmp_path: Path) -> None:
