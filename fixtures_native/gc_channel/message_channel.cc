@@ -241,6 +241,12 @@ void MessageChannel::ReadLoop() {
     uint32_t expected = FrameChecksum(header, body.data(), length);
     uint32_t actual = GetU32(&body[length]);
     if (expected != actual) {
+      // A stray frame may start in the last bytes of this one (over its trailer), so
+      // its header is only whole with what follows: read a little more before looking.
+      uint8_t more[kEvidenceAfter];
+      std::size_t extra = ReadFull(read_fd_, more, sizeof more);
+      bytes += extra;
+      body.insert(body.end(), more, more + extra);
       long stray = FindStrayHeader(body);
       std::size_t from = 0;
       std::string message;
