@@ -7,8 +7,11 @@ so it must import fast, under any supported interpreter, with no dependencies.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows this name
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["__version__", "scenario"]
 __version__ = "0.1.0"

@@ -18,7 +18,13 @@ from __future__ import annotations
 import faulthandler
 import os
 import sys
-from typing import Any
+
+from lifeguard.child import emit
+
+TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows this name
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 SPEC_ENV = "LIFEGUARD_SPEC"
 MAX_FOREIGN_GC_EVENTS = 20
@@ -36,19 +42,19 @@ def _register_dump(run_dir: str, signum: int) -> None:
     faulthandler.register(signum, file=dump, all_threads=True, chain=False)
 
 
-def _install_fork_hook(run_dir: str, signum: int, emit: object) -> None:
+def _install_fork_hook(run_dir: str, signum: int) -> None:
     main_pid = os.getpid()
 
     def after_in_child() -> None:
         # The dump registration is inherited with the parent's file: give the
         # child a file of its own so each process's stacks stay apart.
         _register_dump(run_dir, signum)
-        emit("forked", parent=main_pid)  # type: ignore[operator]
+        emit("forked", parent=main_pid)
 
     os.register_at_fork(after_in_child=after_in_child)
 
 
-def _install_gc_watch(emit: object) -> None:
+def _install_gc_watch() -> None:
     import gc
     import threading
 
@@ -62,8 +68,7 @@ def _install_gc_watch(emit: object) -> None:
         if ident != main_ident:
             seen[0] += 1
             name = threading.current_thread().name
-            emit("gc-foreign-thread", thread=ident, thread_name=name,  # type: ignore[operator]
-                 generation=info.get("generation"))
+            emit("gc-foreign-thread", thread=ident, thread_name=name, generation=info.get("generation"))
 
     gc.callbacks.append(on_gc)
 
@@ -124,15 +129,12 @@ def run(spec: dict) -> None:
 
     Returns when the body returned; raises what the body raised (SystemExit included).
     """
-    from lifeguard import child
-
-    emit = child.emit
     run_dir = spec["run_dir"]
     signum = spec["dump_signal"]
     _register_dump(run_dir, signum)
     if spec.get("cores"):
         _allow_core_dumps()
-    _install_fork_hook(run_dir, signum, emit)
+    _install_fork_hook(run_dir, signum)
     import atexit
 
     # Registered first, so it runs last of all atexit callbacks.
@@ -140,36 +142,34 @@ def run(spec: dict) -> None:
     import threading
 
     emit("started", python=list(sys.version_info[:3]), main_thread=threading.get_ident())
-    _install_gc_watch(emit)
+    _install_gc_watch()
     if spec.get("perturbations"):
         apply_perturbations(spec["perturbations"], spec.get("seed", 0))
 
     kind = spec["kind"]
+    body: Callable[[], object]
     if kind == "code":
         sys.argv = ["-c"]
         code = compile(spec["code"], "<string>", "exec")
-        emit("body-start")
-        _run_body(emit, lambda: exec(code, {"__name__": "__main__", "__builtins__": __builtins__}))
-        return
-    if kind == "script":
+        body = lambda: exec(code, {"__name__": "__main__", "__builtins__": __builtins__})  # noqa: E731
+    elif kind == "script":
         import runpy
 
         path = spec["path"]
         sys.argv = [path, *spec.get("argv", [])]
         sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-        emit("body-start")
-        _run_body(emit, lambda: runpy.run_path(path, run_name="__main__"))
-        return
+        body = lambda: runpy.run_path(path, run_name="__main__")  # noqa: E731
+    else:
+        module = None
+        if spec.get("fixture"):  # first: the scenario file may import the fixture itself
+            import importlib
 
-    module = None
-    if spec.get("fixture"):
-        import importlib
-
-        sys.path.insert(0, spec["fixture_dir"])
-        module = importlib.import_module(spec["fixture"])
-    func = _load_function(spec["path"], spec["function"])
+            sys.path.insert(0, spec["fixture_dir"])
+            module = importlib.import_module(spec["fixture"])
+        func = _load_function(spec["path"], spec["function"])
+        body = (lambda: func(module)) if spec.get("fixture") else func
     emit("body-start")
-    _run_body(emit, (lambda: func(module)) if spec.get("fixture") else func)
+    _run_body(body)
 
 
 def _load_function(path: str, name: str) -> Any:
@@ -183,19 +183,16 @@ def _load_function(path: str, name: str) -> Any:
     sys.modules[module_name] = module
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     spec.loader.exec_module(module)
-    target: Any = module
-    for part in name.split("."):  # "TestClass.test_method" for tests in classes
-        target = getattr(target, part)
-    return target
+    return getattr(module, name)
 
 
-def _run_body(emit: object, body: object) -> None:
+def _run_body(body: Callable[[], object]) -> None:
     try:
-        body()  # type: ignore[operator]
+        body()
     except SystemExit as exc:
-        emit("body-end", exit=str(exc.code))  # type: ignore[operator]
+        emit("body-end", exit=str(exc.code))
         raise
     except BaseException as exc:
-        emit("body-error", error=f"{type(exc).__name__}: {exc}")  # type: ignore[operator]
+        emit("body-error", error=f"{type(exc).__name__}: {exc}")
         raise
-    emit("body-end")  # type: ignore[operator]
+    emit("body-end")

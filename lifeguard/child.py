@@ -11,7 +11,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any
+
+TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows this name
+if TYPE_CHECKING:
+    from typing import Any
 
 EVENTS_ENV = "LIFEGUARD_EVENTS_FD"
 # A path instead of a descriptor, for a child started by a tool that does not

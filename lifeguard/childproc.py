@@ -19,7 +19,7 @@ from typing import Any
 
 from lifeguard import CHILD_ENV
 from lifeguard.cache import cache_dir
-from lifeguard.child import EVENTS_ENV, VARIANT_ENV
+from lifeguard.child import EVENTS_ENV, EVENTS_PATH_ENV, VARIANT_ENV
 from lifeguard.proctree import RUN_MARKER_ENV
 from lifeguard.runspec import RunSpec
 
@@ -82,9 +82,16 @@ def boot_script(path_dir: Path) -> Path:
     return script
 
 
-def child_argv(spec: RunSpec, path_dir: Path) -> list[str]:
-    boot = f"import sys; sys.path.insert(0, {str(path_dir)!r}); from lifeguard import bootstrap; bootstrap.main()"
-    return [spec.interpreter.executable, "-X", "faulthandler", "-u", *spec.python_flags, "-c", boot]
+def child_argv(spec: RunSpec, *, as_script: bool = False) -> list[str]:
+    """The child's command line: the bootstrap as ``-c CODE``, or as a script file for
+    tools that pass arguments through a shell (``as_script``, see boot_script)."""
+    path_dir = child_path_dir()
+    if as_script:
+        boot = [str(boot_script(path_dir))]
+    else:
+        boot = ["-c", f"import sys; sys.path.insert(0, {str(path_dir)!r}); "
+                      "from lifeguard import bootstrap; bootstrap.main()"]
+    return [spec.interpreter.executable, "-X", "faulthandler", "-u", *spec.python_flags, *boot]
 
 
 EVENTS_FILE = "events.txt"
@@ -114,7 +121,8 @@ class RunFiles:
 
 
 def child_spec(spec: RunSpec) -> dict[str, Any]:
-    """What the child bootstrap needs to know (sent as JSON)."""
+    """What the child bootstrap needs to know (plain data: sent as a Python literal, or as JSON
+    to the fork-server)."""
     return {
         "kind": spec.kind, "path": spec.path, "function": spec.function, "code": spec.code,
         "fixture": spec.fixture, "fixture_dir": spec.fixture_dir, "run_dir": str(spec.run_dir),
@@ -124,8 +132,14 @@ def child_spec(spec: RunSpec) -> dict[str, Any]:
     }
 
 
-def child_env(spec: RunSpec, run_id: str, events_fd: int) -> dict[str, str]:
-    """The environment entries lifeguard adds for a run."""
+def child_env(spec: RunSpec, run_id: str, *, events_fd: int | None = None,
+              events_path: Path | None = None) -> dict[str, str]:
+    """The environment entries lifeguard adds for a run; the result channel is an inherited
+    descriptor, or a path (for a child started by a tool that passes no descriptors)."""
     env = dict(spec.env)
-    env.update({CHILD_ENV: "1", RUN_MARKER_ENV: run_id, EVENTS_ENV: str(events_fd), VARIANT_ENV: spec.variant})
+    env.update({CHILD_ENV: "1", RUN_MARKER_ENV: run_id, VARIANT_ENV: spec.variant})
+    if events_fd is not None:
+        env[EVENTS_ENV] = str(events_fd)
+    if events_path is not None:
+        env[EVENTS_PATH_ENV] = str(events_path)
     return env

@@ -5,13 +5,12 @@ from __future__ import annotations
 import ast
 import os
 import re
-import signal
 from pathlib import Path
 from typing import Any
 
-from lifeguard.childproc import EVENTS_FILE
+from lifeguard.childproc import RunFiles
 from lifeguard.outcomes import Outcome, Phase
-from lifeguard.results import RunResult
+from lifeguard.results import RunResult, signal_name
 from lifeguard.runspec import RunSpec
 
 TAIL_BYTES = 8 * 1024
@@ -61,13 +60,13 @@ def phase_of(events: list[dict[str, Any]], main_pid: int) -> Phase:
     return Phase.IMPORT
 
 
-def classify(spec: RunSpec, main_pid: int, rc: int | None, duration: float, *, hung: bool,
+def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, duration: float, *, hung: bool,
              hung_pids: list[int], python_stacks: dict[str, str], backtraces: list[dict[str, Any]],
              leftovers: list[dict[str, Any]], phase_at_deadline: Phase | None = None) -> RunResult:
-    run_dir = spec.run_dir
-    events = read_events(run_dir / EVENTS_FILE)
-    stderr_tail = _tail(run_dir / "stderr.txt")
-    stdout_tail = _tail(run_dir / "stdout.txt")
+    run_dir = files.run_dir
+    events = read_events(files.events)
+    stderr_tail = _tail(files.stderr)
+    stdout_tail = _tail(files.stdout)
     phase: Phase | None = phase_of(events, main_pid)
     signum = -rc if rc is not None and rc < 0 else None
     fatal = FATAL_RE.search(stderr_tail)
@@ -76,13 +75,12 @@ def classify(spec: RunSpec, main_pid: int, rc: int | None, duration: float, *, h
     if hung:
         outcome = Outcome.HUNG
         phase = phase_at_deadline or phase
-        stuck_forks = [p for p in hung_pids if p in forked]
-        if stuck_forks:
+        if any(p in forked for p in hung_pids):
             phase = Phase.FORK_CHILD
         reason = f"deadline of {spec.timeout:g} s passed; {len(hung_pids)} process(es) alive"
     elif signum is not None:
         outcome = Outcome.CRASHED
-        reason = f"killed by {signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else signum}"
+        reason = f"killed by {signal_name(signum)}"
         if fatal:
             reason += f" after 'Fatal Python error: {fatal.group(1)}'"
     elif fatal:
@@ -109,7 +107,7 @@ def classify(spec: RunSpec, main_pid: int, rc: int | None, duration: float, *, h
         outcome = Outcome.PASSED
         phase = None
         reason = ""
-    evidence = {name: str(run_dir / name) for name in ("stdout.txt", "stderr.txt", EVENTS_FILE)}
+    evidence = {path.name: str(path) for path in (files.stdout, files.stderr, files.events)}
     for pid in python_stacks:
         evidence[f"faulthandler-{pid}"] = str(run_dir / f"faulthandler-{pid}.txt")
     return RunResult(

@@ -6,7 +6,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from lifeguard.forkserver import ForkServers
 from lifeguard.interpreter import Interpreter
 from lifeguard.outcomes import Expectation, Outcome, Verdict
-from lifeguard.plan import PlanOptions, Scheduler, build_all, exit_mode_for, series_of
+from lifeguard.plan import PlanOptions, Scheduler, build_all, series_of
 from lifeguard.proctree import become_subreaper
 from lifeguard.results import RunResult
 from lifeguard.scenarios import Scenario
@@ -101,10 +101,10 @@ def summarise(session: Session, series: list[tuple[Scenario, str, int]]) -> list
 
 
 def _first_unexpected(expectation: Expectation, runs: list[RunResult]) -> int | None:
+    """The run to show for an unexpected series: the first it could not accept, else the first
+    (a "sometimes:" series with no hit)."""
     for position, run in enumerate(runs):
-        ok = expectation.matches(run.outcome, run.phase) or (
-            expectation.sometimes and run.outcome is Outcome.PASSED)
-        if not ok:
+        if not expectation.accepts(run.outcome, run.phase):
             return position
     return 0 if runs else None
 
@@ -118,31 +118,26 @@ class Engine:
     """Runs a selection of scenarios and feeds every result to the sinks."""
 
     def __init__(self, interpreter: Interpreter, *, jobs: int = 1, sinks: Sequence[Sink] = (),
-                 capture_hooks: tuple[CaptureHook, ...] = (), keep_passed: bool = False,
-                 runs_dir: Path | None = None, force_build: bool = False) -> None:
+                 capture_hooks: tuple[CaptureHook, ...] = (), runs_dir: Path | None = None) -> None:
         self.interpreter = interpreter
         self.jobs = max(1, jobs)
         self.sinks = list(sinks)
         self.capture_hooks = capture_hooks
-        self.keep_passed = keep_passed
         self.runs_dir = runs_dir.resolve() if runs_dir is not None else None
-        self.force_build = force_build
         self.cancel = threading.Event()
         self._lock = threading.Lock()
 
     def run(self, scenarios: list[Scenario], options: PlanOptions) -> Session:
         session = Session(self.interpreter, scenarios)
         series = series_of(scenarios, options)
-        built = build_all(series, self.interpreter, force=self.force_build)
+        built = build_all(series, self.interpreter)
         temporary = self.runs_dir is None
         runs_dir = self.runs_dir or Path(tempfile.mkdtemp(prefix="lifeguard-runs-"))
         session.runs_dir = runs_dir
         scheduler = Scheduler(series, options, self.interpreter, built, runs_dir)
         session.base_seed = scheduler.base_seed
         become_subreaper()
-        forked = any(exit_mode_for(item, self.interpreter, options.mode, options.perturbations) != "fresh"
-                     for item, _, _ in series)
-        servers = ForkServers(self.interpreter) if forked else None
+        servers = ForkServers(self.interpreter)  # starts a server only when a run asks for one
         for sink in self.sinks:
             sink.start(session, scheduler.total)
         began = time.monotonic()
@@ -152,8 +147,7 @@ class Engine:
             session.interrupted = True
             self.cancel.set()
         finally:
-            if servers is not None:
-                servers.close()
+            servers.close()
             session.duration = time.monotonic() - began
             session.summaries = summarise(session, series)
             for sink in self.sinks:
@@ -162,18 +156,18 @@ class Engine:
                 shutil.rmtree(runs_dir, ignore_errors=True)
         return session
 
-    def _one(self, spec: RunSpec, servers: ForkServers | None, began: float) -> RunResult | None:
+    def _one(self, spec: RunSpec, servers: ForkServers, began: float) -> RunResult | None:
         if self.cancel.is_set():
             return None
         try:
             hooks = self.capture_hooks if spec.cores else ()
-            if spec.mode == "fresh" or servers is None:
+            if spec.mode == "fresh":
                 result = run_once(spec, cancel=self.cancel, capture_hooks=hooks)
             else:
                 result = servers.run(spec, cancel=self.cancel, capture_hooks=hooks)
         except RunInterrupted:
             return None
-        if result.outcome is Outcome.PASSED and not self.keep_passed:
+        if result.outcome is Outcome.PASSED:
             shutil.rmtree(spec.run_dir, ignore_errors=True)
         return replace(result, finished_at=round(time.monotonic() - began, 4))
 
@@ -186,14 +180,14 @@ class Engine:
             for sink in self.sinks:
                 sink.result(result)
 
-    def _worker(self, scheduler: Scheduler, session: Session, servers: ForkServers | None, began: float) -> None:
+    def _worker(self, scheduler: Scheduler, session: Session, servers: ForkServers, began: float) -> None:
         while not self.cancel.is_set():
             spec = scheduler.next_spec()
             if spec is None:
                 return
             self._deliver(session, scheduler, self._one(spec, servers, began))
 
-    def _execute(self, scheduler: Scheduler, session: Session, servers: ForkServers | None, began: float) -> None:
+    def _execute(self, scheduler: Scheduler, session: Session, servers: ForkServers, began: float) -> None:
         if self.jobs == 1:
             self._worker(scheduler, session, servers, began)
             return
@@ -223,13 +217,3 @@ class Engine:
             # Workers notice the cancel flag within a poll interval and kill their trees.
             all_done.wait(CANCEL_GRACE)
             raise
-
-
-def run_scenarios(scenarios: list[Scenario], interpreter: Interpreter, options: PlanOptions, *,
-                  jobs: int = 1, sinks: Sequence[Sink] = (), capture_hooks: tuple[CaptureHook, ...] = (),
-                  runs_dir: Path | None = None,
-                  on_session: Callable[[Engine], None] | None = None) -> Session:
-    engine = Engine(interpreter, jobs=jobs, sinks=sinks, capture_hooks=capture_hooks, runs_dir=runs_dir)
-    if on_session is not None:
-        on_session(engine)
-    return engine.run(scenarios, options)

@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from lifeguard.childproc import boot_script, child_path_dir
 from lifeguard.outcomes import Outcome
 from lifeguard.results import RunResult
 from lifeguard.runspec import RunSpec
@@ -22,24 +21,21 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
     backtraces = list(result.backtraces)
     from lifeguard.cores import core_setup, find_cores
 
-    if spec.cores and (result.outcome is Outcome.CRASHED or find_cores(spec.run_dir)):
+    cores = find_cores(spec.run_dir) if spec.cores else []
+    if spec.cores and (result.outcome is Outcome.CRASHED or cores):
         from lifeguard.native import analyse_crash_cores, replay_under_gdb
 
         replay = spec.backtrace == "replay"
-        if not replay:
+        if not replay and not cores:
             setup = core_setup()
-            if not setup.usable and not find_cores(spec.run_dir):
+            if not setup.usable:
                 notes.append(setup.note + " Falling back to a replay under gdb.")
                 replay = result.outcome is Outcome.CRASHED
         try:
             if replay:
-                path_dir = child_path_dir()
-                argv = [spec.interpreter.executable, "-X", "faulthandler", "-u", *spec.python_flags,
-                        str(boot_script(path_dir))]
-                backtraces.extend(replay_under_gdb(spec, argv))
+                backtraces.extend(replay_under_gdb(spec))
             else:
-                backtraces.extend(analyse_crash_cores(spec.run_dir, spec.interpreter.executable,
-                                                      keep=spec.keep_cores))
+                backtraces.extend(analyse_crash_cores(cores, spec.interpreter.executable, keep=spec.keep_cores))
         except Exception as exc:  # evidence is best effort; the outcome stands
             notes.append(f"native crash analysis failed: {exc!r}")
     if not spec.cores and result.outcome in (Outcome.CRASHED, Outcome.HUNG):

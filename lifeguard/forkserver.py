@@ -88,7 +88,7 @@ class ForkServer:
     def fork(self, spec: RunSpec, run_id: str, fds: tuple[int, int, int]) -> int:
         """Ask for one run; returns the forked child's pid."""
         events_fd, out_fd, err_fd = fds
-        env = child_env(spec, run_id, events_fd)
+        env = child_env(spec, run_id, events_fd=events_fd)
         line = (json.dumps({"spec": child_spec(spec), "env": env}) + "\n").encode()
         with self._send_lock:
             if self._dead:
@@ -102,6 +102,10 @@ class ForkServer:
                 if not self._started:
                     raise ForkServerError("the fork-server died")
                 return self._started.pop(0)
+
+    @property
+    def alive(self) -> bool:
+        return not self._dead and self.proc.poll() is None
 
     def wait_exit(self, pid: int, timeout: float) -> int | None:
         with self._cond:
@@ -159,7 +163,7 @@ class ForkServers:
 
     def _get(self) -> ForkServer:
         with self._lock:
-            if self._server is None or self._server._dead or self._server.proc.poll() is not None:
+            if self._server is None or not self._server.alive:
                 if self._server is not None:
                     self._server.close()
                 self._server = ForkServer(self.interpreter)

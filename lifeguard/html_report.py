@@ -38,7 +38,7 @@ def _series_row(summary: SeriesSummary) -> str:
 
 
 def _evidence(result: RunResult) -> str:
-    from lifeguard.report import evidence_text  # the terminal's text, so nothing is computed twice
+    from lifeguard.report import evidence_text  # the terminal's text: nothing is computed twice
 
     parts = []
     for finding in result.findings:
@@ -51,14 +51,15 @@ def _evidence(result: RunResult) -> str:
 
 
 def render(session: Session) -> str:
+    from lifeguard.report import series_runs
+
     interp = session.interpreter
     rows = "\n".join(_series_row(s) for s in session.summaries)
     details = []
     for summary in session.summaries:
         if summary.verdict is Verdict.EXPECTED or summary.first_unexpected is None:
             continue
-        runs = sorted((r for r in session.results if r.scenario == summary.scenario
-                       and r.variant == summary.variant), key=lambda r: r.index)
+        runs = series_runs(session, summary)
         if not runs:
             continue
         anchor = html.escape(f"{summary.scenario}-{summary.variant}")

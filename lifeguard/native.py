@@ -13,7 +13,6 @@ from typing import Any
 
 from lifeguard.backtraces import ProcessStacks, render_text
 from lifeguard.cache import cache_dir
-from lifeguard.cores import find_cores
 from lifeguard.supervise import CaptureHook, HangContext, RunSpec
 
 HANG_CAPTURE_TIMEOUT = 20.0
@@ -48,7 +47,7 @@ def gdb_hang_hook(context: HangContext) -> list[dict[str, Any]]:
     from lifeguard.capture import capture_live
 
     processes = capture_live(context.pids, timeout=HANG_CAPTURE_TIMEOUT, cache_dir=cache_dir() / "gdb-index")
-    return process_dicts([_merge_python(p, context.python_stacks) for p in processes])
+    return process_dicts(processes)
 
 
 def merge_python_stacks(backtraces: list[dict[str, Any]], python_stacks: dict[str, str]) -> list[dict[str, Any]]:
@@ -72,11 +71,10 @@ def native_capture_hooks() -> tuple[CaptureHook, ...]:
     return (gdb_hang_hook,) if gdb_available() else ()
 
 
-def analyse_crash_cores(run_dir: Path, executable: str, *, keep: bool = False) -> list[dict[str, Any]]:
-    """Backtraces from the core files a crashed run left in its folder; cores deleted unless ``keep``."""
+def analyse_crash_cores(cores: list[Path], executable: str, *, keep: bool = False) -> list[dict[str, Any]]:
+    """Backtraces from the core files a crashed run left (cores.find_cores); deleted unless ``keep``."""
     from lifeguard.capture import analyse_core, gdb_available
 
-    cores = find_cores(run_dir)
     if not cores:
         return []
     if gdb_available() is None:
@@ -96,12 +94,12 @@ def analyse_crash_cores(run_dir: Path, executable: str, *, keep: bool = False) -
 REPLAY_TIMEOUT_MARGIN = 30.0
 
 
-def replay_under_gdb(spec: RunSpec, argv: list[str]) -> list[dict[str, Any]]:
+def replay_under_gdb(spec: RunSpec) -> list[dict[str, Any]]:
     """Rerun a crashed run under gdb (in ``<run>/replay/``) and capture it where it stops."""
-    from lifeguard import CHILD_ENV
+    import uuid
+
     from lifeguard.capture import gdb_available, replay_crash
-    from lifeguard.child import EVENTS_PATH_ENV, VARIANT_ENV
-    from lifeguard.supervise import EVENTS_FILE, child_spec
+    from lifeguard.childproc import EVENTS_FILE, child_argv, child_env, child_spec
 
     if gdb_available() is None:
         return [{"error": "a replay under gdb needs gdb (apt-get install gdb)"}]
@@ -109,10 +107,10 @@ def replay_under_gdb(spec: RunSpec, argv: list[str]) -> list[dict[str, Any]]:
     folder.mkdir(parents=True, exist_ok=True)
     replayed = replace(spec, run_dir=folder, cores=False)
     env = dict(os.environ)
-    env.update(spec.env)
-    env.update({CHILD_ENV: "1", VARIANT_ENV: spec.variant, EVENTS_PATH_ENV: str(folder / EVENTS_FILE),
-                "LIFEGUARD_SPEC": repr(child_spec(replayed))})
-    process = replay_crash(argv, env=env, cwd=folder, stdout_path=folder / "stdout.txt",
+    env.update(child_env(replayed, uuid.uuid4().hex, events_path=folder / EVENTS_FILE))
+    env["LIFEGUARD_SPEC"] = repr(child_spec(replayed))
+    # gdb's "run" passes arguments through a shell: the bootstrap as a script file needs no quoting.
+    process = replay_crash(child_argv(replayed, as_script=True), env=env, cwd=folder, stdout_path=folder / "stdout.txt",
                            stderr_path=folder / "stderr.txt", timeout=spec.timeout + REPLAY_TIMEOUT_MARGIN,
                            cache_dir=cache_dir() / "gdb-index")
     return process_dicts([process])

@@ -90,8 +90,8 @@ def build_all(series: list[tuple[Scenario, str, int]], interp: Interpreter,
     built: dict[tuple[str, str], BuiltFixture] = {}
     for item, variant, _ in series:
         if item.fixture and (item.fixture, variant) not in built:
-            near = Path(item.path).parent if item.path else None
-            built[(item.fixture, variant)] = build_fixture(item.fixture, variant, interp, near=near, force=force)
+            built[(item.fixture, variant)] = build_fixture(item.fixture, variant, interp,
+                                                           near=item.fixture_search_start, force=force)
     return built
 
 

@@ -198,9 +198,7 @@ def leftovers_after_exit(root: int, run_id: str) -> list[int]:
     members = []
     for pid in ours:
         info = read_proc(pid)
-        if info is None or info.state == "Z" or pid == root:
-            continue
-        if info.sid == root or has_marker(pid, run_id):
+        if pid != root and info is not None and (info.sid == root or has_marker(pid, run_id)):
             members.append(pid)
     stack = list(members)
     while stack:
@@ -209,4 +207,9 @@ def leftovers_after_exit(root: int, run_id: str) -> list[int]:
             if kid not in members:
                 members.append(kid)
                 stack.append(kid)
-    return sorted(p for p in members if (read_proc(p) or ProcInfo(p, 0, 0, "Z", "")).state != "Z")
+    return sorted(p for p in members if _alive(p))
+
+
+def _alive(pid: int) -> bool:
+    info = read_proc(pid)
+    return info is not None and info.state != "Z"

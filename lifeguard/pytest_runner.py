@@ -17,19 +17,16 @@ import pickle
 import pprint
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lifeguard.assertions import Runs, outcome_text
-from lifeguard.build import find_fixture
 from lifeguard.engine import Engine, Session
 from lifeguard.errors import LifeguardError
 from lifeguard.interpreter import Interpreter, resolve
@@ -73,10 +70,9 @@ class MarkerOptions:
     fixture: str | None
 
 
-@cache
 def interpreter() -> Interpreter:
-    """This pytest's interpreter, as invoked: a virtualenv's ``bin/python`` keeps its packages."""
-    return replace(resolve(None), executable=sys.executable)
+    """This pytest's interpreter, as invoked (resolve keeps a virtualenv's ``bin/python``)."""
+    return resolve(None)
 
 
 def _safe(text: str, limit: int = 60) -> str:
@@ -184,7 +180,7 @@ def check_sendable(name: str, value: Any, where: str) -> None:
 
 
 def write_body(folder: Path, nodeid: str, target: dict[str, Any], positional: Sequence[Any],
-               arguments: Mapping[str, Any], fixture_folder: Path | None) -> Path:
+               arguments: Mapping[str, Any]) -> Path:
     """The generated scenario file that imports ``target`` and calls it with the arguments."""
     folder.mkdir(parents=True, exist_ok=True)
     config = {"label": nodeid, "target": target, "positional": _encoded(list(positional)),
@@ -193,29 +189,17 @@ def write_body(folder: Path, nodeid: str, target: dict[str, Any], positional: Se
                                 config=pprint.pformat(config, indent=4, width=100))
     path = folder / "lifeguard_body.py"
     path.write_text(text, encoding="utf-8")
-    if fixture_folder is not None:
-        # The engine builds a fixture found walking up from the scenario file:
-        # link the one found from the test file beside the body.
-        link = folder / "fixtures_native" / fixture_folder.name
-        link.parent.mkdir(exist_ok=True)
-        if not link.exists():
-            os.symlink(fixture_folder, link)
     return path
 
 
-def prebuild(fixture: str, variants: Sequence[str], near: Path) -> Path:
-    """Build each variant from the fixture's real folder; return that folder.
-
-    The engine later finds the fixture through a link beside the generated body
-    and reuses these builds (the cache key is the sources' content), so the
-    debug info, and every native frame shown, names the real source files.
-    """
+def prebuild(fixture: str, variants: Sequence[str], near: Path) -> None:
+    """Build each variant now, so a compiler error is the test's setup error; the engine
+    reuses these builds (its scenarios search for the fixture from the same folder)."""
     from lifeguard.build import build_fixture
 
     for variant in variants:
         if variant != DEFAULT_VARIANT:
             build_fixture(fixture, variant, interpreter(), near=near)
-    return find_fixture(fixture, near)
 
 
 # --- running ------------------------------------------------------------------------------------------------
@@ -295,15 +279,16 @@ def run_marked_test(item: pytest.Function, options: MarkerOptions, settings: Set
     arguments = {name: item.funcargs[name] for name in names}
     for name, value in arguments.items():
         check_sendable(name, value, item.nodeid)
-    fixture_folder = prebuild(options.fixture, tuple(options.expect), item.path.parent) if options.fixture else None
+    if options.fixture:
+        prebuild(options.fixture, tuple(options.expect), item.path.parent)
     label = label_of(item)
     with workspace(item, settings).call("") as folders:
-        body = write_body(folders.body, item.nodeid, target, (), arguments, fixture_folder)
+        body = write_body(folders.body, item.nodeid, target, (), arguments)
         scenario = Scenario(
             name=label, function=BODY_FUNCTION, path=str(body), line=_line_of(item), fixture=options.fixture,
             expect=options.expect, timeout=settings.timeout or options.timeout,
             repeat={"*": settings.repeat} if settings.repeat else options.repeat,
-            description=item.nodeid, kind="function", replay="",
+            description=item.nodeid, kind="function", replay="", fixture_near=str(item.path.parent),
         )
         session = run_engine([scenario], folders)
     record(item, session, folders.report)
@@ -469,19 +454,19 @@ class LifeguardFixture:
         for name, value in kwargs.items():
             check_sendable(name, value, where)
         variants = _variants(variant, fixture, None, f"variant of {where}")
-        fixture_folder = None
+        near = Path(target["path"]).parent
         if fixture is not None:
             try:
-                fixture_folder = prebuild(fixture, variants, Path(target["path"]).parent)
+                prebuild(fixture, variants, near)
             except LifeguardError as exc:
                 raise LifeguardUsageError(f"{exc}\n{exc.HELP_TEXT}".strip()) from None
 
         def make(folder: Path) -> list[Scenario]:
-            body = write_body(folder, where, target, args, kwargs, fixture_folder)
+            body = write_body(folder, where, target, args, kwargs)
             return [Scenario(name=getattr(func, "__name__", "function"), function=BODY_FUNCTION, path=str(body),
                              line=func.__code__.co_firstlineno, fixture=fixture,
                              expect={v: "passed" for v in variants}, timeout=seconds, repeat={"*": runs},
-                             description=where, kind="function", replay="")]
+                             description=where, kind="function", replay="", fixture_near=str(near))]
 
         return self._run("function", make)
 

@@ -80,7 +80,8 @@ def summary_line(summary: SeriesSummary) -> str:
     return line
 
 
-def _results_of(session: Session, summary: SeriesSummary) -> list[RunResult]:
+def series_runs(session: Session, summary: SeriesSummary) -> list[RunResult]:
+    """The runs of one scenario x variant, in run order."""
     return sorted((r for r in session.results if r.scenario == summary.scenario and r.variant == summary.variant),
                   key=lambda r: r.index)
 
@@ -140,7 +141,7 @@ class TerminalSink:
         for summary in session.summaries:
             if summary.verdict is Verdict.EXPECTED or summary.first_unexpected is None:
                 continue
-            runs = _results_of(session, summary)
+            runs = series_runs(session, summary)
             print(f"\n=== {summary.scenario}[{summary.variant}] expected {summary.expected} ===", file=out)
             if runs:
                 print(evidence_text(runs[summary.first_unexpected]), file=out)
@@ -220,7 +221,7 @@ def junit_xml(session: Session) -> str:
                        failures=str(sum(s.verdict is Verdict.UNEXPECTED for s in session.summaries)),
                        time=f"{session.duration:.3f}")
     for summary in session.summaries:
-        runs = _results_of(session, summary)
+        runs = series_runs(session, summary)
         case = ET.SubElement(suite, "testcase", classname=f"lifeguard.{summary.scenario}",
                              name=f"{summary.scenario}[{summary.variant}]",
                              time=f"{sum(r.duration for r in runs):.3f}")

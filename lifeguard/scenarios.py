@@ -10,6 +10,7 @@ import inspect
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from lifeguard.outcomes import Expectation
@@ -50,6 +51,9 @@ class Scenario:
     # How to replay one run, with "{seed}" for its seed: None derives a `lifeguard run`
     # command from the scenario's file and name; "" when there is no such command.
     replay: str | None = None
+    # Where the search for fixtures_native/<fixture>/ starts: "" for the scenario file's
+    # folder. A generated scenario file (the pytest plugin's) points at the test's folder.
+    fixture_near: str = ""
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -61,6 +65,13 @@ class Scenario:
 
     def expectation(self, variant: str, python_version: tuple[int, int]) -> Expectation:
         return resolve_expectation(self.expect[variant], python_version, self.where)
+
+    @property
+    def fixture_search_start(self) -> Path | None:
+        """The folder from which fixtures_native/<fixture>/ is searched for, walking up."""
+        if self.fixture_near:
+            return Path(self.fixture_near)
+        return Path(self.path).parent if self.path else None
 
     def repeat_for(self, variant: str) -> int:
         return self.repeat.get(variant, self.repeat.get("*", 1))

@@ -17,7 +17,6 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,7 +25,6 @@ from lifeguard.childproc import (  # noqa: F401  (re-exported: the one recipe's 
     DUMP_SIGNAL,
     EVENTS_FILE,
     RunFiles,
-    boot_script,
     child_argv,
     child_env,
     child_path_dir,
@@ -63,11 +61,11 @@ class RunInterrupted(Exception):
 
 @dataclass
 class HangContext:
-    """What a native capture hook receives when a run's deadline passes."""
+    """What a native capture hook receives when a run's deadline passes (before any
+    faulthandler dump: see supervise)."""
 
     spec: RunSpec
     pids: list[int]
-    python_stacks: dict[str, str]
 
 
 class CaptureHook(Protocol):
@@ -194,8 +192,10 @@ def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
             stable[pid] = size
     stacks = {}
     for pid in sorted(sizes):
-        text = (run_dir / f"faulthandler-{pid}.txt").read_text(errors="replace") if (
-            run_dir / f"faulthandler-{pid}.txt").exists() else ""
+        try:
+            text = (run_dir / f"faulthandler-{pid}.txt").read_text(errors="replace")
+        except OSError:
+            continue
         if text.strip():
             stacks[str(pid)] = text[-64 * 1024:]
     return stacks
@@ -203,27 +203,24 @@ def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
 
 def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
              capture_hooks: tuple[CaptureHook, ...] = (),
-             output_cap: int = DEFAULT_OUTPUT_CAP,
-             on_start: Callable[[int], None] | None = None) -> RunResult:
+             output_cap: int = DEFAULT_OUTPUT_CAP) -> RunResult:
     """Run ``spec`` in a fresh child and return its classified result."""
     precompile_child_side(spec.interpreter.executable)
     files, (events_fd, out_fd, err_fd) = RunFiles.create(spec.run_dir)
     run_id = uuid.uuid4().hex
     env = dict(os.environ)
-    env.update(child_env(spec, run_id, events_fd))
+    env.update(child_env(spec, run_id, events_fd=events_fd))
     env["LIFEGUARD_SPEC"] = repr(child_spec(spec))
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
-            child_argv(spec, child_path_dir()), cwd=files.run_dir, env=env, stdin=subprocess.DEVNULL,
+            child_argv(spec), cwd=files.run_dir, env=env, stdin=subprocess.DEVNULL,
             stdout=out_fd, stderr=err_fd, pass_fds=(events_fd,), start_new_session=True,
         )
     finally:
         os.close(events_fd)
         os.close(out_fd)
         os.close(err_fd)
-    if on_start is not None:
-        on_start(proc.pid)
     return supervise(spec, PopenHandle(proc), run_id, files, started, cancel=cancel,
                      capture_hooks=capture_hooks, output_cap=output_cap)
 
@@ -238,6 +235,7 @@ def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, 
     hung = False
     hung_pids: list[int] = []
     phase_at_deadline: Phase | None = None
+    interrupted = False
     try:
         exited = _wait_exit(handle, started + spec.timeout, cancel, (files.stdout, files.stderr), output_cap)
         if not exited:
@@ -249,7 +247,7 @@ def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, 
             # Native capture first: the dump signal interrupts blocking calls (a join
             # wakes up and queues for the GIL), which would change the very deadlock
             # gdb is about to show. The faulthandler dumps come right after.
-            context = HangContext(spec, hung_pids, {})
+            context = HangContext(spec, hung_pids)
             for hook in capture_hooks:
                 try:
                     backtraces.extend(hook(context))
@@ -269,15 +267,14 @@ def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, 
                 info = read_proc(pid)
                 leftovers.append({"pid": pid, "comm": info.comm if info else "?", "ppid": info.ppid if info else None})
     except BaseException:  # cancelled, Ctrl-C in this thread, or our own bug: never leave the tree behind
-        killed = kill_tree(handle.pid, run_id)
-        _finish(handle, killed)
+        interrupted = True
         raise
     finally:
-        if hung or leftovers:
+        if hung or leftovers or interrupted:
             killed = kill_tree(handle.pid, run_id)
             _finish(handle, killed)
     duration = time.monotonic() - started
-    result = classify(spec, handle.pid, None if hung else handle.returncode, duration, hung=hung,
+    result = classify(spec, files, handle.pid, None if hung else handle.returncode, duration, hung=hung,
                       hung_pids=hung_pids, python_stacks=python_stacks, backtraces=backtraces,
                       leftovers=leftovers, phase_at_deadline=phase_at_deadline)
     return explain(spec, result)

@@ -383,19 +383,20 @@ def test_zombie_is_an_error_without_running_gdb() -> None:
         zombie.wait(timeout=CAPTURE_TIMEOUT)
 
 
+def start_echo(script: Path) -> subprocess.Popen[bytes]:
+    """Start an ECHO_PROGRAM script in its own session, with pipes to talk to it."""
+    process = subprocess.Popen([real_python(), str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    assert process.stdin is not None and process.stdout is not None
+    return process
+
+
 def test_attach_refused_by_the_kernel_is_reported(tmp_path: Path) -> None:
     """gdb exits 0 when ptrace refuses; the refusal must still come back as the error."""
     script = tmp_path / "traced.py"
     # PTRACE_TRACEME makes this test process the tracer: a second tracer (gdb) is refused.
     script.write_text("import ctypes, sys\nctypes.CDLL(None).ptrace(0, 0, 0, 0)\n" + ECHO_PROGRAM)
-    process = subprocess.Popen(
-        [real_python(), str(script)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    assert process.stdout is not None
+    process = start_echo(script)
     try:
         read_until(process.stdout.fileno(), "ready", READY_TIMEOUT)
         [stacks] = capture_live([process.pid], timeout=CAPTURE_TIMEOUT)
@@ -415,14 +416,7 @@ def test_capture_timeout_kills_gdb_and_leaves_the_process_running(tmp_path: Path
                                                                   must_time_out: bool) -> None:
     script = tmp_path / "echo.py"
     script.write_text(ECHO_PROGRAM)
-    process = subprocess.Popen(
-        [real_python(), str(script)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    assert process.stdin is not None and process.stdout is not None
+    process = start_echo(script)
     try:
         read_until(process.stdout.fileno(), "ready", READY_TIMEOUT)
         [stacks] = capture_live([process.pid], timeout=deadline)

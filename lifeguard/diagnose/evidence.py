@@ -90,11 +90,23 @@ def matches(function: str | None, names: tuple[str, ...]) -> bool:
     if not function:
         return False
     bare = function.split("(")[0].strip()
-    stripped = bare.lstrip("_")
     for name in names:
-        if bare == name or stripped == name.lstrip("_") or bare.endswith("::" + name.split("::")[-1]) and "::" in name:
+        if bare.lstrip("_") == name.lstrip("_"):
+            return True
+        if "::" in name and bare.endswith("::" + name.rsplit("::", 1)[-1]):  # a C++ member, however qualified
             return True
     return False
+
+
+def is_waiting(frame: Frame) -> bool:
+    """Is this native frame one a thread sits in while it blocks (a prefix of WAIT_FUNCTIONS,
+    so libc's versioned spellings count)?"""
+    name = (frame.function or "").lstrip("_")
+    return not frame.is_python and bool(name) and any(name.startswith(w.lstrip("_")) for w in WAIT_FUNCTIONS)
+
+
+def first_waiting_frame(thread: ThreadStack) -> tuple[int, Frame] | None:
+    return next(((i, f) for i, f in enumerate(thread.frames) if is_waiting(f)), None)
 
 
 def first_frame(thread: ThreadStack, names: tuple[str, ...]) -> tuple[int, Frame] | None:

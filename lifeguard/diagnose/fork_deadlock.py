@@ -90,7 +90,7 @@ def check(evidence: Evidence) -> list[Finding]:
     if not findings and not evidence.processes:
         # Without native stacks: a forked child's faulthandler dump stuck on a lock.
         for pid, dump in evidence.python_stacks.items():
-            if int(pid) in forked_pids and ".acquire" in dump or (int(pid) in forked_pids and "__enter__" in dump):
+            if int(pid) in forked_pids and (".acquire" in dump or "__enter__" in dump):
                 findings.append(Finding(
                     kind=KIND, summary=f"forked child {pid} is blocked acquiring a lock (Python stack)",
                     hint=HINT_CHILD, details={"confidence": "python stack only"}))

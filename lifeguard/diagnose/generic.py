@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lifeguard.diagnose.evidence import WAIT_FUNCTIONS, Evidence, Finding, describe, python_location, thread_ref
+from lifeguard.diagnose.evidence import Evidence, Finding, describe, is_waiting, python_location, thread_ref
 from lifeguard.outcomes import Outcome
 
 # Frames of the crash machinery itself, skipped to name the real crash site.
@@ -35,8 +35,8 @@ def check(evidence: Evidence) -> list[Finding]:
             library = f" in {site[1].rsplit('/', 1)[-1]}" if site[1] else ""
             summary = f"crashed with {how}{library} at {site[0]}"
         else:
-            where = next((python_location(d) for d in evidence.python_stacks.values() if python_location(d)), None)
-            where = where or python_location(evidence.stderr_tail)
+            dumps = (*evidence.python_stacks.values(), evidence.stderr_tail)
+            where = next((w for w in map(python_location, dumps) if w), None)
             summary = f"crashed with {how}" + (f" while running {where}" if where else "")
         if evidence.phase is not None:
             summary += f" (phase {evidence.phase.value})"
@@ -48,9 +48,7 @@ def check(evidence: Evidence) -> list[Finding]:
     if evidence.outcome is Outcome.HUNG:
         threads = evidence.threads()
         if threads:
-            idle = [(p, t) for p, t in threads if any(
-                f.function and f.function.lstrip("_").startswith(w.lstrip("_")) for f in t.frames[:6]
-                for w in WAIT_FUNCTIONS)]
+            idle = [(p, t) for p, t in threads if any(is_waiting(f) for f in t.frames[:6])]
             if len(idle) == len(threads):
                 summary = (f"hung with every thread blocked: {len(threads)} thread(s) in "
                            f"{len(evidence.processes)} process(es), none running")

@@ -11,13 +11,13 @@ from lifeguard.diagnose.evidence import (
     FORK_FUNCTIONS,
     GIL_WAIT_FUNCTIONS,
     JOIN_FUNCTIONS,
-    WAIT_FUNCTIONS,
     Evidence,
     Finding,
     blocking_call,
     caller_outside,
     describe,
     first_frame,
+    first_waiting_frame,
     has_frame,
     thread_ref,
     waits_for,
@@ -27,14 +27,6 @@ from lifeguard.outcomes import Outcome
 KIND = "gil-deadlock"
 HINT = ("Release the GIL before blocking on another thread that may call into Python (Py_BEGIN_ALLOW_THREADS "
         "around join / wait / lock), and acquire native locks before the GIL, never the other way round.")
-
-
-def _blocking_frame(thread):  # type: ignore[no-untyped-def]
-    for position, frame in enumerate(thread.frames):
-        if not frame.is_python and frame.function and any(
-                frame.function.lstrip("_").startswith(w.lstrip("_")) for w in WAIT_FUNCTIONS):
-            return position, frame
-    return None
 
 
 def check(evidence: Evidence) -> list[Finding]:
@@ -52,13 +44,13 @@ def check(evidence: Evidence) -> list[Finding]:
             # The interpreter's GIL fields were unreadable: the holder is the one thread that is
             # blocked without waiting for the GIL (a thread that released it would still be in Python's
             # own waits, such as a sleep, which a join or lock wait is not).
-            candidates = [t for t in process.threads if t not in waiters and _blocking_frame(t) is not None
+            candidates = [t for t in process.threads if t not in waiters and first_waiting_frame(t) is not None
                           and (has_frame(t, JOIN_FUNCTIONS) or has_frame(t, FORK_FUNCTIONS))]
             if len(candidates) != 1:
                 continue
             holders, confidence = candidates, "holder inferred from stacks"
         holder = holders[0]
-        blocked = blocking_call(holder) or _blocking_frame(holder)
+        blocked = blocking_call(holder) or first_waiting_frame(holder)
         waiter = waiters[0]
         wait_at = first_frame(waiter, GIL_WAIT_FUNCTIONS)
         assert wait_at is not None
