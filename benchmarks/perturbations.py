@@ -3,7 +3,7 @@
 For each set of perturbations, repeats a trial `--trials` times: run the buggy
 variant of `request_thread_collects_by_chance` (scenarios/gc_channel.py; no
 artificial pause, collections only when allocation thresholds say so) until its
-first failure, capped at `--cap` runs, with small request batches (`--batch`, 64) so
+first failure, capped at `--cap` runs, with small request batches (`--batch`, 48) so
 that the bug is rare without perturbations. Prints the median runs and seconds to the
 first failure, the reproduction rate over all runs with its 95% Wilson interval,
 and the ratio against no perturbation, all measured side by side in one session.
@@ -32,7 +32,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--cap", type=int, default=200)
-    parser.add_argument("--batch", type=int, default=64, help="requests per batch on the request thread")
+    parser.add_argument("--batch", type=int, default=48,
+                        help="requests per batch on the request thread (48: rare without perturbations here)")
     args = parser.parse_args()
     os.environ.setdefault("LIFEGUARD_CACHE", tempfile.mkdtemp(prefix="lifeguard-bench-cache-"))
     # The rare form of the scenario: small request batches, few collections off the owner thread.
