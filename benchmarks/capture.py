@@ -175,11 +175,10 @@ def deadline_to_evidence(runs: int) -> float:
     """Run a hanging scenario through the engine; a run's duration minus its deadline is the
     time the escalation ladder took (native capture, Python dumps, tree kill, diagnosis)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from lifeguard.discover import discover
-    from lifeguard.engine import Engine
+    from lifeguard.cli.session import SessionSetup, run_session
     from lifeguard.interpreter import resolve
-    from lifeguard.native import native_capture_hooks
-    from lifeguard.plan import PlanOptions
+    from lifeguard.plan.discover import discover
+    from lifeguard.plan.scheduler import PlanOptions
 
     with tempfile.TemporaryDirectory(prefix="lifeguard-bench-") as folder:
         path = Path(folder) / "hang.py"
@@ -187,8 +186,9 @@ def deadline_to_evidence(runs: int) -> float:
         scenarios = discover([str(path)])
         results = []
         for _ in range(runs):  # one session each: a series takes native evidence for its first failures only
-            engine = Engine(resolve(), jobs=1, capture_hooks=native_capture_hooks())
-            results.extend(engine.run(scenarios, PlanOptions(repeat=1, mode="fresh")).results)
+            options = PlanOptions(repeat=1, mode="fresh")
+            session = run_session(scenarios, options, SessionSetup(resolve(), terminal=False))
+            results.extend(session.results)
     spent = []
     for result in results:
         threads = sum(len(b.get("threads", [])) for b in result.backtraces)

@@ -38,12 +38,12 @@ def main() -> int:
     os.environ.setdefault("LIFEGUARD_CACHE", tempfile.mkdtemp(prefix="lifeguard-bench-cache-"))
     # The rare form of the scenario: small request batches, few collections off the owner thread.
     os.environ["GC_CHANNEL_REQUEST_BATCH"] = str(args.batch)
-    from lifeguard.discover import discover
-    from lifeguard.engine import Engine
     from lifeguard.interpreter import resolve
-    from lifeguard.outcomes import Outcome
-    from lifeguard.plan import PlanOptions
-    from lifeguard.stats import wilson_interval
+    from lifeguard.model.outcomes import Outcome
+    from lifeguard.model.stats import wilson_interval
+    from lifeguard.plan.discover import discover
+    from lifeguard.plan.scheduler import PlanOptions
+    from lifeguard.run.engine import Engine
 
     scenarios = discover([f"{ROOT / 'scenarios' / 'gc_channel.py'}::request_thread_collects_by_chance"])
     interp = resolve()

@@ -54,10 +54,10 @@ def main() -> int:
     parser.add_argument("-j", "--jobs", type=int, default=2)
     args = parser.parse_args()
     os.environ.setdefault("LIFEGUARD_CACHE", tempfile.mkdtemp(prefix="lifeguard-soak-cache-"))
-    from lifeguard.discover import discover
-    from lifeguard.engine import Engine
     from lifeguard.interpreter import resolve
-    from lifeguard.plan import PlanOptions
+    from lifeguard.plan.discover import discover
+    from lifeguard.plan.scheduler import PlanOptions
+    from lifeguard.run.engine import Engine
 
     with tempfile.TemporaryDirectory() as tmp:
         scenario = write_scenario(Path(tmp))

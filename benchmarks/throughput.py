@@ -24,10 +24,10 @@ from _trivial import write_scenario
 def engine_rate(scenario: Path, runs: int, mode: str) -> float:
     """Runs per second of the engine alone (in-process, so interpreter start-up of
     lifeguard itself is not counted against either mode)."""
-    from lifeguard.discover import discover
-    from lifeguard.engine import Engine
     from lifeguard.interpreter import resolve
-    from lifeguard.plan import PlanOptions
+    from lifeguard.plan.discover import discover
+    from lifeguard.plan.scheduler import PlanOptions
+    from lifeguard.run.engine import Engine
 
     scenarios = discover([str(scenario)])
     engine = Engine(resolve())

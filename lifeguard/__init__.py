@@ -25,6 +25,6 @@ def scenario(fixture: str | None = None, **options: Any) -> Callable[[Callable[.
         # Inside a supervised child the definition was already checked by the
         # supervisor; skip the bookkeeping so the child starts as fast as a bare one.
         return lambda func: func
-    from lifeguard.scenarios import scenario as declare
+    from lifeguard.model.scenario import scenario as declare
 
     return declare(fixture, **options)

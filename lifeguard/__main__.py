@@ -1,5 +1,5 @@
 import sys
 
-from lifeguard.cli import main
+from lifeguard.cli.main import main
 
 sys.exit(main())

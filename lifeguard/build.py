@@ -20,9 +20,20 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from lifeguard.cache import cache_dir
 from lifeguard.errors import BuildError
 from lifeguard.interpreter import Interpreter
+
+CACHE_ENV = "LIFEGUARD_CACHE"
+
+
+def cache_dir() -> Path:
+    """``$LIFEGUARD_CACHE``, else ``$XDG_CACHE_HOME/lifeguard``, else ``~/.cache/lifeguard``."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "lifeguard"
+
 
 COMPILE_TIMEOUT = 300.0
 C_SUFFIXES = (".c",)

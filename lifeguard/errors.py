@@ -45,3 +45,31 @@ class BuildError(LifeguardError):
         "Fixtures need a C/C++ compiler and the interpreter's headers "
         "(Debian: apt-get install g++ python3-dev). Set CC / CXX to choose the compiler."
     )
+
+
+class ArgumentError(UsageError):
+    """A command line argparse refused (the message is argparse's own)."""
+
+
+class ScenarioDefinitionError(UsageError, ValueError):
+    """A scenario is declared wrongly; the message names the file and line."""
+
+
+class MarkerError(UsageError):
+    """A pytest marker, a marked test or a fixture call that cannot run as written; the message says where."""
+
+
+class CaptureError(LifeguardError):
+    """lifeguard cannot capture backtraces at all (not: one capture failed, that is data)."""
+
+    EXIT_CODE = EXIT_USAGE  # an environment problem the user can fix
+
+
+class GdbNotFoundError(CaptureError):
+    """No working gdb on PATH."""
+
+    HELP_TEXT = (
+        "lifeguard uses gdb (12 or newer, built with Python) for native backtraces. "
+        "Install it (Debian/Ubuntu: apt-get install gdb; Fedora: dnf install gdb; "
+        "conda: conda install -c conda-forge gdb), or put it on PATH."
+    )

@@ -71,7 +71,7 @@ def pid_alive(pid: int) -> bool:
 def run_pids(run: dict) -> set[int]:
     """Every pid a run's child reported on its result channel (main and forked)."""
     pids = set()
-    from lifeguard.supervise import EVENTS_FILE, read_events
+    from lifeguard.run.supervise import EVENTS_FILE, read_events
 
     for event in read_events(Path(run["run_dir"]) / EVENTS_FILE):
         pids.add(event["pid"])

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy  # noqa: F401
 import pytest
 
-import lifeguard.pytest_runner  # noqa: F401
-from lifeguard.cache import cache_dir
+import lifeguard.pytest_plugin.runner  # noqa: F401
+from lifeguard.build import cache_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 # pytester points HOME at a temporary folder: keep the real build cache, so
@@ -34,7 +34,7 @@ INNER_SESSION_TIMEOUT = 120.0
 # alone costs a second per in-process session); unknown names are ignored.
 INNER_ADDOPTS = "-p no:hypothesispytest -p no:benchmark -p no:cacheprovider"
 
-ENTRY_POINTS = "[pytest11]\nlifeguard = lifeguard.pytest_plugin\n"
+ENTRY_POINTS = "[pytest11]\nlifeguard = lifeguard.pytest_plugin.hooks\n"
 METADATA = "Metadata-Version: 2.1\nName: lifeguard-checkout\nVersion: 0.0\n"
 
 

@@ -23,7 +23,17 @@ from pathlib import Path
 import pytest
 from conftest import pyenv_python, real_python
 
-from lifeguard.backtraces import (
+from lifeguard.capture import (
+    analyse_core,
+    capture_live,
+    find_python_gdb,
+    gdb_available,
+    merge_faulthandler,
+    parse_faulthandler,
+)
+from lifeguard.capture.faulthandler import insert_python_frames
+from lifeguard.errors import GdbNotFoundError
+from lifeguard.model.stacks import (
     GIL_HELD,
     GIL_RELEASED,
     GIL_WAITING,
@@ -33,16 +43,6 @@ from lifeguard.backtraces import (
     infer_gil,
     render_text,
 )
-from lifeguard.capture import (
-    GdbNotFoundError,
-    analyse_core,
-    capture_live,
-    find_python_gdb,
-    gdb_available,
-    merge_faulthandler,
-    parse_faulthandler,
-)
-from lifeguard.capture.faulthandler import insert_python_frames
 
 READY_TIMEOUT = 20.0  # a child reaching its hang; generous for a loaded CI machine
 CAPTURE_TIMEOUT = 30.0  # one gdb capture; far above the ~0.5 s it takes

@@ -14,7 +14,7 @@ import pytest
 from pytester_support import INNER_SESSION_TIMEOUT, ROOT, junit_cases, properties
 
 from lifeguard.capture import gdb_available
-from lifeguard.cores import core_setup
+from lifeguard.capture.cores import core_setup
 
 pytest_plugins = ["pytester", "pytester_support"]
 

@@ -155,7 +155,7 @@ def null_read_at_exit():
 
 def test_core_pattern_kinds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernel setting itself cannot be changed here: a file stands in for /proc/sys/kernel/core_pattern."""
-    from lifeguard import cores
+    from lifeguard.capture import cores
 
     fake = tmp_path / "core_pattern"
     monkeypatch.setattr(cores, "CORE_PATTERN", fake)

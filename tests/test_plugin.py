@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pytester_support import INNER_SESSION_TIMEOUT, junit_cases, properties
 
-from lifeguard.pytest_plugin import REPEAT_HELP, REPORT_HELP, TIMEOUT_HELP
+from lifeguard.pytest_plugin.settings import REPEAT_HELP, REPORT_HELP, TIMEOUT_HELP
 
 pytest_plugins = ["pytester", "pytester_support"]
 
@@ -340,7 +340,8 @@ def test_tests_without_the_marker_pay_nothing(plugin_env: pytest.Pytester) -> No
     plugin_env.runpytest_subprocess(timeout=INNER_SESSION_TIMEOUT).assert_outcomes(passed=1)
     loaded = json.loads((plugin_env.path / "lifeguard-modules.json").read_text())
     assert "lifeguard.pytest_plugin" in loaded  # the plugin was there...
-    assert not {"lifeguard.engine", "lifeguard.supervise", "lifeguard.pytest_runner"} & set(loaded)  # ...idle
+    idle = {"lifeguard.run.engine", "lifeguard.run.supervise", "lifeguard.pytest_plugin.runner"}
+    assert not idle & set(loaded)  # ...idle
 
 
 SWITCHED_OFF = """

@@ -17,7 +17,7 @@ from conftest import load_report, run_cli
 from lifeguard.build import available_fixtures, build_fixture
 from lifeguard.errors import EXIT_OK, EXIT_UNEXPECTED, EXIT_USAGE, UsageError
 from lifeguard.interpreter import resolve
-from lifeguard.probes import PROBES, parse_hook, probe_scenarios
+from lifeguard.plan.probes import PROBES, parse_hook, probe_scenarios
 
 # A fork deadlock lasts until the deadline: keep it short. Fixed runs take well under a second.
 PROBE_TIMEOUT = "4"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import load_report, pid_alive, run_cli, run_pids
 
-from lifeguard.stats import series_stats, wilson_interval
+from lifeguard.model.stats import series_stats, wilson_interval
 
 RECORDER = '''
 import lifeguard

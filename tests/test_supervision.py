@@ -240,7 +240,7 @@ def broken_bytes():
 
 
 def test_output_is_capped(scenario_file, tmp_path: Path) -> None:
-    from lifeguard.supervise import _cap_output
+    from lifeguard.run.supervise import _cap_output
 
     out = tmp_path / "out.txt"
     out.write_bytes(b"x" * 1000 + b"END")

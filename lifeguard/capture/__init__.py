@@ -2,8 +2,6 @@
 
 from lifeguard.capture.faulthandler import merge_faulthandler, parse_faulthandler
 from lifeguard.capture.gdb import (
-    CaptureError,
-    GdbNotFoundError,
     analyse_core,
     capture_live,
     find_python_gdb,
@@ -12,8 +10,6 @@ from lifeguard.capture.gdb import (
 )
 
 __all__ = [
-    "CaptureError",
-    "GdbNotFoundError",
     "analyse_core",
     "capture_live",
     "find_python_gdb",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from lifeguard.backtraces import Frame, ProcessStacks, ThreadStack
+from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack
 
 # "Current thread 0x00007f1c2a3b4740 (most recent call first):", "Thread 0x... (...)",
 # or "Stack (most recent call first):" when dumped with all_threads=False.

@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
-from lifeguard.backtraces import Frame, ProcessStacks, SignalInfo, ThreadStack, infer_gil
-from lifeguard.errors import EXIT_USAGE, LifeguardError
+from lifeguard.errors import GdbNotFoundError
+from lifeguard.model.stacks import Frame, ProcessStacks, SignalInfo, ThreadStack, infer_gil
 
 GDB_SCRIPT = Path(__file__).with_name("gdb_script.py")
 MARKER = "LIFEGUARD-"
@@ -49,22 +49,6 @@ PTRACE_HINT = (
 # (python3.X-dbg): the objfile's absolute path below this folder, plus "-gdb.py".
 SYSTEM_AUTO_LOAD_DIR = Path("/usr/share/gdb/auto-load")
 _LIBPYTHON = re.compile(r"libpython\d+\.\d+[a-z]*\.so[.\d]*$")
-
-
-class CaptureError(LifeguardError):
-    """lifeguard cannot capture backtraces at all (not: one capture failed, that is data)."""
-
-    EXIT_CODE = EXIT_USAGE  # an environment problem the user can fix
-
-
-class GdbNotFoundError(CaptureError):
-    """No working gdb on PATH."""
-
-    HELP_TEXT = (
-        "lifeguard uses gdb (12 or newer, built with Python) for native backtraces. "
-        "Install it (Debian/Ubuntu: apt-get install gdb; Fedora: dnf install gdb; "
-        "conda: conda install -c conda-forge gdb), or put it on PATH."
-    )
 
 
 def gdb_path() -> str | None:

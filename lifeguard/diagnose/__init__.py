@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lifeguard.diagnose.evidence import Evidence, Finding
-from lifeguard.diagnose.fork_deadlock import check as fork_deadlock
-from lifeguard.diagnose.generic import check as generic
-from lifeguard.diagnose.gil_deadlock import check as gil_deadlock
-from lifeguard.diagnose.static_destructor import check as static_destructor
-from lifeguard.diagnose.unregistered_thread import check as unregistered_thread
-from lifeguard.diagnose.wrong_thread_gc import check as wrong_thread_gc
-from lifeguard.results import RunResult
+from lifeguard.diagnose.rules.fork_deadlock import check as fork_deadlock
+from lifeguard.diagnose.rules.generic import check as generic
+from lifeguard.diagnose.rules.gil_deadlock import check as gil_deadlock
+from lifeguard.diagnose.rules.static_destructor import check as static_destructor
+from lifeguard.diagnose.rules.unregistered_thread import check as unregistered_thread
+from lifeguard.diagnose.rules.wrong_thread_gc import check as wrong_thread_gc
+from lifeguard.model.result import RunResult
 
 Rule = Callable[[Evidence], list[Finding]]
 

@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifeguard.backtraces import Frame, ProcessStacks, ThreadStack
-from lifeguard.outcomes import Outcome, Phase
-from lifeguard.results import RunResult
+from lifeguard.model.outcomes import Outcome, Phase
+from lifeguard.model.result import RunResult
+from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack
 
 # Native functions a thread sits in while it blocks (libc spellings vary by version).
 WAIT_FUNCTIONS = (
@@ -155,7 +155,7 @@ def describe(frame: Frame | None) -> str:
 _PY_LINE = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
 
 
-_LIBRARY_PARTS = ("/lib/python3", "<frozen ", "/lifeguard/bootstrap.py", "/lifeguard/forkserver_child.py")
+_LIBRARY_PARTS = ("/lib/python3", "<frozen ", "/lifeguard/child/bootstrap.py", "/lifeguard/child/forkserver.py")
 
 
 def python_location(dump: str) -> str | None:

@@ -1,0 +1,116 @@
+"""Native evidence for failed runs: gdb on hung processes and on crash cores.
+
+The supervisor calls these only for runs that failed, so passing runs pay nothing.
+Without gdb, lifeguard still runs and keeps the faulthandler evidence.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from lifeguard.build import cache_dir
+from lifeguard.model.stacks import ProcessStacks, render_text
+from lifeguard.run.supervise import CaptureHook, HangContext, RunSpec
+
+HANG_CAPTURE_TIMEOUT = 20.0
+CORE_ANALYSIS_TIMEOUT = 60.0
+
+
+def gdb_missing_note() -> str | None:
+    from lifeguard.capture import gdb_available
+
+    if gdb_available() is None:
+        return "gdb not found: native stacks are not captured (apt-get install gdb); faulthandler evidence only"
+    return None
+
+
+def _merge_python(process: ProcessStacks, python_stacks: dict[str, str]) -> ProcessStacks:
+    """Attach faulthandler Python frames where python-gdb gave none."""
+    from lifeguard.capture import merge_faulthandler
+
+    dump = python_stacks.get(str(process.pid))
+    if not dump or any(t.python_frames for t in process.threads):
+        return process
+    return merge_faulthandler(process, dump)
+
+
+def process_dicts(processes: list[ProcessStacks]) -> list[dict[str, Any]]:
+    """Backtraces as they go into report.json: one dict per process, with its text rendering."""
+    return [{**p.to_dict(), "text": render_text([p])} for p in processes]
+
+
+def gdb_hang_hook(context: HangContext) -> list[dict[str, Any]]:
+    """Native backtraces of every live process of a hung run's tree."""
+    from lifeguard.capture import capture_live
+
+    processes = capture_live(context.pids, timeout=HANG_CAPTURE_TIMEOUT, cache_dir=cache_dir() / "gdb-index")
+    return process_dicts(processes)
+
+
+def merge_python_stacks(backtraces: list[dict[str, Any]], python_stacks: dict[str, str]) -> list[dict[str, Any]]:
+    """Give native stacks without Python frames (no python-gdb) the faulthandler ones."""
+    merged = []
+    for item in backtraces:
+        if "pid" in item and "threads" in item and str(item["pid"]) in python_stacks:
+            process = ProcessStacks.from_dict(item)
+            updated = _merge_python(process, python_stacks)
+            if updated is not process:
+                merged.extend(process_dicts([updated]))
+                continue
+        merged.append(item)
+    return merged
+
+
+def native_capture_hooks() -> tuple[CaptureHook, ...]:
+    """The hang capture hooks available here; empty when gdb is missing."""
+    from lifeguard.capture import gdb_available
+
+    return (gdb_hang_hook,) if gdb_available() else ()
+
+
+def analyse_crash_cores(cores: list[Path], executable: str, *, keep: bool = False) -> list[dict[str, Any]]:
+    """Backtraces from the core files a crashed run left (cores.find_cores); deleted unless ``keep``."""
+    from lifeguard.capture import analyse_core, gdb_available
+
+    if not cores:
+        return []
+    if gdb_available() is None:
+        if not keep:
+            for core in cores:
+                os.unlink(core)
+        return [{"error": "a core file was written but gdb is missing to read it (apt-get install gdb)"}]
+    processes = []
+    for core in cores:
+        processes.append(analyse_core(core, executable, timeout=CORE_ANALYSIS_TIMEOUT,
+                                      cache_dir=cache_dir() / "gdb-index"))
+        if not keep:
+            os.unlink(core)
+    return process_dicts(processes)
+
+
+REPLAY_TIMEOUT_MARGIN = 30.0
+
+
+def replay_under_gdb(spec: RunSpec) -> list[dict[str, Any]]:
+    """Rerun a crashed run under gdb (in ``<run>/replay/``) and capture it where it stops."""
+    import uuid
+
+    from lifeguard.capture import gdb_available, replay_crash
+    from lifeguard.run.launch import EVENTS_FILE, child_argv, child_env, child_spec
+
+    if gdb_available() is None:
+        return [{"error": "a replay under gdb needs gdb (apt-get install gdb)"}]
+    folder = spec.run_dir / "replay"
+    folder.mkdir(parents=True, exist_ok=True)
+    replayed = replace(spec, run_dir=folder, cores=False)
+    env = dict(os.environ)
+    env.update(child_env(replayed, uuid.uuid4().hex, events_path=folder / EVENTS_FILE))
+    env["LIFEGUARD_SPEC"] = repr(child_spec(replayed))
+    # gdb's "run" passes arguments through a shell: the bootstrap as a script file needs no quoting.
+    process = replay_crash(child_argv(replayed, as_script=True), env=env, cwd=folder, stdout_path=folder / "stdout.txt",
+                           stderr_path=folder / "stderr.txt", timeout=spec.timeout + REPLAY_TIMEOUT_MARGIN,
+                           cache_dir=cache_dir() / "gdb-index")
+    return process_dicts([process])

@@ -1,0 +1,133 @@
+"""The warm fork-server: runs inside a child interpreter, never in the supervisor.
+
+A small single-threaded process that has imported the child bootstrap and frozen
+its heap (gc.freeze, so forked children do not copy-on-write it back) forks one
+child per run on request. Protocol over a Unix stream socket, one JSON line each:
+
+  supervisor -> server  {"spec": {...}, "env": {...}}  with 3 descriptors attached
+                        (events, stdout, stderr) through SCM_RIGHTS
+  server -> supervisor  {"started": PID}   (in request order)
+                        {"exited": PID, "status": RETURNCODE}  (negative: signal)
+
+The server exits when the supervisor closes its end.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import select
+import signal
+import socket
+import sys
+
+MAX_MESSAGE = 1 << 20
+
+
+def _receive(sock: socket.socket, buffer: bytearray) -> tuple[dict | None, list[int]]:
+    """One request line and its descriptors; (None, []) on EOF."""
+    fds: list[int] = []
+    while b"\n" not in buffer:
+        data, ancillary, _, _ = sock.recvmsg(MAX_MESSAGE, socket.CMSG_LEN(16 * array.array("i").itemsize))
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                got = array.array("i")
+                got.frombytes(payload[: len(payload) - (len(payload) % got.itemsize)])
+                fds.extend(got)
+        if not data:
+            return None, fds
+        buffer.extend(data)
+    line, _, rest = bytes(buffer).partition(b"\n")
+    buffer[:] = rest
+    return json.loads(line), fds
+
+
+def _send(sock: socket.socket, message: dict) -> None:
+    sock.sendall((json.dumps(message) + "\n").encode())
+
+
+def _child(sock: socket.socket, wakeup: tuple[int, int], request: dict, fds: list[int]) -> None:
+    """In the forked child: become the run's process, run the body, exit as asked."""
+    events_fd, out_fd, err_fd = fds
+    sock.close()
+    for fd in wakeup:
+        os.close(fd)
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.setsid()
+    spec = request["spec"]
+    os.chdir(spec["run_dir"])
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    os.close(out_fd)
+    os.close(err_fd)
+    # The events descriptor keeps its number; the child API finds it through the env.
+    os.set_inheritable(events_fd, True)
+    os.environ.update(request["env"])
+    os.environ["LIFEGUARD_EVENTS_FD"] = str(events_fd)
+    from lifeguard.child import bootstrap
+
+    if spec.get("exit") == "fast":
+        code = 0
+        try:
+            bootstrap.run(spec)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            code = 1
+        # Fast exit: no finalization, no atexit, no static destructors (said in each result).
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+    bootstrap.run(spec)
+    # Full finalization: return to the interpreter's top level and let it shut down.
+    raise SystemExit(0)
+
+
+def serve(fd: int) -> None:
+    sock = socket.socket(fileno=fd)
+    import gc
+
+    from lifeguard import child  # noqa: F401  (warm: imported once, shared by every run)
+    from lifeguard.child import bootstrap  # noqa: F401  (warm: imported once, shared by every run)
+
+    gc.collect()
+    if hasattr(gc, "freeze"):
+        gc.freeze()
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    buffer = bytearray()
+    children: set[int] = set()
+    while True:
+        ready, _, _ = select.select([sock.fileno(), read_end], [], [])
+        if read_end in ready:
+            os.read(read_end, 4096)
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            children.discard(pid)
+            _send(sock, {"exited": pid, "status": os.waitstatus_to_exitcode(status)})
+        if sock.fileno() in ready:
+            request, fds = _receive(sock, buffer)
+            if request is None:
+                return  # the supervisor went away: so do we (running children are its to kill)
+            pid = os.fork()
+            if pid == 0:
+                _child(sock, (read_end, write_end), request, fds)
+                return
+            for descriptor in fds:
+                os.close(descriptor)
+            children.add(pid)
+            _send(sock, {"started": pid})

@@ -1,0 +1,5 @@
+"""The command line: main(argv) -> int."""
+
+from lifeguard.cli.main import main
+
+__all__ = ["main"]

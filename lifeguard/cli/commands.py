@@ -1,0 +1,277 @@
+"""One class per subcommand; its docstring is its help, ``add_arguments`` its options, ``run`` its work.
+
+Options shared by several subcommands live in a base class (``Selecting`` for the scenario selection,
+``Command.python_help`` for ``--python``), never copied between them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import ClassVar
+
+from lifeguard import __version__
+from lifeguard.cli.doctor import run_checks
+from lifeguard.cli.options import default_jobs, perturbation_list, positive_float, positive_int, seed_value
+from lifeguard.cli.session import SessionSetup, exit_code, run_session
+from lifeguard.errors import EXIT_OK, EXIT_USAGE, ArgumentError
+from lifeguard.interpreter import resolve
+from lifeguard.model.outcomes import Outcome, Phase
+from lifeguard.model.result import Session
+from lifeguard.model.run import MODES
+from lifeguard.model.scenario import VARIANTS, Scenario
+from lifeguard.plan.discover import discover, select
+from lifeguard.plan.perturbations import PERTURBATIONS
+from lifeguard.plan.probes import DEFAULT_TIMEOUT as PROBE_TIMEOUT
+from lifeguard.plan.probes import PROBES, parse_hook, probe_options, probe_scenarios
+from lifeguard.plan.scheduler import PlanOptions, build_all, series_of
+
+
+class Command:
+    """A subcommand: the first line of the docstring is its one-line help, the rest its description."""
+
+    name: ClassVar[str]
+    python_help: ClassVar[str] = "interpreter for the children (default: this one)"
+
+    @classmethod
+    def help(cls) -> str:
+        return (cls.__doc__ or "").strip().split("\n\n")[0]
+
+    @classmethod
+    def description(cls) -> str:
+        return " ".join((cls.__doc__ or "").split())
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--python", metavar="PATH", help=self.python_help)
+
+    def run(self, args: argparse.Namespace) -> int:
+        raise NotImplementedError
+
+
+class Selecting(Command):
+    """A subcommand that works on a selection of scenarios."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("targets", nargs="*", metavar="TARGET",
+                            help="scenario files, folders, FILE.py::NAME, bundled scenario names or plain scripts "
+                                 "(default: the bundled scenarios)")
+        parser.add_argument("-k", dest="keyword", metavar="EXPR",
+                            help="only scenarios matching EXPR (substrings with and/or/not, as in pytest)")
+        parser.add_argument("-c", dest="code", metavar="CODE", help="run CODE as a scenario that expects a clean pass")
+        parser.add_argument("--variant", choices=(*VARIANTS, "default"), action="append",
+                            help="only this variant (repeatable; default: every declared variant)")
+        super().add_arguments(parser)
+
+    @staticmethod
+    def selection(args: argparse.Namespace, timeout: float | None = None) -> list[Scenario]:
+        found = discover(list(args.targets), code=args.code, timeout=timeout)
+        if args.keyword:
+            found = select(found, args.keyword)
+        if not found:
+            raise ArgumentError("no scenario matches the selection")
+        return found
+
+    @staticmethod
+    def variants(args: argparse.Namespace) -> tuple[str, ...] | None:
+        return tuple(args.variant) if args.variant else None
+
+
+class Run(Selecting):
+    """Run scenarios in supervised children and judge them.
+
+    Run each scenario x variant in fresh supervised children and compare the outcomes with the
+    expectations. Exit 0: all as expected; 1: some unexpected; 2: usage or environment error;
+    3: lifeguard failed; 130: interrupted.
+    """
+
+    name = "run"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        super().add_arguments(parser)
+        parser.add_argument("--repeat", type=positive_int, metavar="N", help="runs per scenario x variant "
+                            "(default: each scenario's own repeat)")
+        parser.add_argument("-j", "--jobs", type=positive_int, default=default_jobs(), metavar="N",
+                            help=f"runs in parallel (default: the CPUs available, {default_jobs()} here)")
+        parser.add_argument("--timeout", type=positive_float, metavar="SECONDS",
+                            help="deadline per run (default: each scenario's own)")
+        parser.add_argument("--report", type=Path, metavar="DIR",
+                            help="write results.jsonl (streamed), report.json, junit.xml and per-run evidence to DIR")
+        parser.add_argument("--no-native", action="store_true",
+                            help="skip native stacks (gdb on hangs, core files on crashes); faulthandler evidence only")
+        parser.add_argument("--keep-cores", action="store_true",
+                            help="keep the core files of crashed runs in their folders")
+        parser.add_argument("--backtrace", choices=("core", "replay"), default="core",
+                            help="native stacks of a crash from its core file (default; falls back to replay when "
+                                 "the kernel pipes cores to a handler) or by rerunning the run under gdb ('replay')")
+        parser.add_argument("-v", "--verbose", action="store_true", help="print every run as it finishes")
+        stress = parser.add_argument_group("stress")
+        stress.add_argument("--until-fail", action="store_true",
+                            help="repeat each scenario x variant until its first failed run (capped by --repeat, "
+                                 "--duration, or 1000 runs)")
+        stress.add_argument("--duration", type=positive_float, metavar="SECONDS",
+                            help="keep repeating every scenario x variant until SECONDS have passed")
+        stress.add_argument("--seed", type=seed_value, metavar="N",
+                            help="replay: run with this seed (printed for every failed run); one run unless --repeat")
+        stress.add_argument("--perturb", type=perturbation_list, default=(), metavar="LIST",
+                            help="comma-separated perturbations, or 'all': " + ", ".join(PERTURBATIONS))
+        stress.add_argument("--mode", choices=MODES, default="auto",
+                            help="how runs start: 'fresh' interpreter each run, 'fork-server' (forked from a warm "
+                                 "server; exit-phase scenarios get full finalization), or 'auto' (fork-server for "
+                                 "scenarios declaring fork_server=True that do not expect an exit-phase outcome). "
+                                 "Default: auto")
+
+    def run(self, args: argparse.Namespace) -> int:
+        interpreter = resolve(args.python)
+        scenarios = self.selection(args, args.timeout)
+        options = PlanOptions(repeat=args.repeat, timeout=args.timeout, variants=self.variants(args),
+                              cores=not args.no_native, keep_cores=args.keep_cores, backtrace=args.backtrace,
+                              until_fail=args.until_fail, duration=args.duration, seed=args.seed,
+                              perturbations=args.perturb, mode=args.mode)
+        setup = SessionSetup(interpreter, jobs=args.jobs, verbose=args.verbose, report_dir=args.report,
+                             native=not args.no_native)
+        return exit_code(run_session(scenarios, options, setup))
+
+
+class List(Selecting):
+    """List scenarios with their variants and expectations."""
+
+    name = "list"
+    python_help = "interpreter whose expectations to show"
+
+    def run(self, args: argparse.Namespace) -> int:
+        interpreter = resolve(args.python)
+        for item in self.selection(args):
+            variants = args.variant or item.variants
+            expects = ", ".join(f"{v}: {item.expectation(v, interpreter.short_version)}"
+                                for v in item.variants if v in variants)
+            repeats = "/".join(str(item.repeat_for(v)) for v in item.variants if v in variants)
+            fixture = f" fixture={item.fixture}" if item.fixture else ""
+            print(f"{item.name}{fixture}  [{expects}]  repeat={repeats} timeout={item.timeout:g}s  ({item.where})")
+            if item.description:
+                print(f"    {item.description}")
+        return EXIT_OK
+
+
+class Build(Selecting):
+    """Compile the fixtures of the selected scenarios."""
+
+    name = "build"
+    python_help = "interpreter to build for (default: this one)"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        super().add_arguments(parser)
+        parser.add_argument("--force", action="store_true", help="rebuild even when a cached build exists")
+
+    def run(self, args: argparse.Namespace) -> int:
+        interpreter = resolve(args.python)
+        scenarios = [s for s in self.selection(args) if s.fixture]
+        if not scenarios:
+            print("no selected scenario uses a fixture")
+            return EXIT_OK
+        series = series_of(scenarios, PlanOptions(repeat=1, variants=self.variants(args)))
+        for (name, variant), built in sorted(build_all(series, interpreter, force=args.force).items()):
+            state = "cached" if built.cached else "built"
+            print(f"{name}[{variant}] {state}: {built.module_path}")
+        return EXIT_OK
+
+
+class Doctor(Command):
+    """Check gdb, ptrace, core files, compiler and headers."""
+
+    name = "doctor"
+    python_help = "interpreter to check (default: this one)"
+
+    def run(self, args: argparse.Namespace) -> int:
+        interpreter = resolve(args.python)
+        print(f"lifeguard {__version__}, Python {interpreter.version_text} ({interpreter.executable})")
+        checks = run_checks(interpreter)
+        for check in checks:
+            print(check.line())
+        return EXIT_USAGE if any(c.required and not c.ok for c in checks) else EXIT_OK
+
+
+HOOK_HELP = ("FUNC(module) exercises the module: start its threads, make its objects. The exit probe keeps "
+             "what it returns alive until exit; the gc-thread probe drops it on a reference cycle for the "
+             "collector thread; the fork probe calls it before fork, in the child and in the parent")
+CHECK_HELP = ("FUNC(module) runs last, on the main thread: raise, or call lifeguard.child.report_corruption(), "
+              "to report broken state only the module can see")
+
+
+class Probe(Command):
+    """Probe an extension module for lifetime bugs (exit, fork, gc-thread).
+
+    Probe an importable extension module for lifetime bugs: exit (finalization with its objects
+    alive), fork (with its threads running), gc-thread (its objects collected on a foreign thread).
+    Every probe runs in fresh supervised children under -X dev and PYTHONMALLOC=debug and expects a
+    clean pass. Exit 0: no probe found a problem; 1: some probe did; 2: usage error or the module
+    cannot be imported.
+    """
+
+    name = "probe"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("module", metavar="MODULE", help="the extension module to probe, as you import it "
+                            "(e.g. mypkg._native)")
+        parser.add_argument("--probe", dest="probes", action="append", choices=tuple(PROBES),
+                            help="run only this probe (repeatable; default: all of them)")
+        parser.add_argument("--hook", metavar="FILE.py:FUNC", help=HOOK_HELP)
+        parser.add_argument("--check", metavar="FILE.py:FUNC", help=CHECK_HELP)
+        parser.add_argument("--path", dest="paths", action="append", default=[], metavar="DIR",
+                            help="put DIR on the children's import path (repeatable; the current folder always is)")
+        parser.add_argument("--timeout", type=positive_float, default=PROBE_TIMEOUT, metavar="SECONDS",
+                            help=f"deadline per run (default {PROBE_TIMEOUT:g})")
+        parser.add_argument("--repeat", type=positive_int, default=1, metavar="N", help="runs per probe (default 1)")
+        parser.add_argument("-j", "--jobs", type=positive_int, default=1, metavar="N",
+                            help="runs in parallel (default 1)")
+        super().add_arguments(parser)
+        parser.add_argument("--report", metavar="DIR", help="write results.jsonl, report.json, junit.xml, "
+                            "per-run evidence and the generated probe file to DIR")
+        parser.add_argument("--no-native", action="store_true",
+                            help="skip native stacks (gdb on hangs, core files on crashes)")
+        parser.add_argument("-v", "--verbose", action="store_true", help="print every run as it finishes")
+
+    def run(self, args: argparse.Namespace) -> int:
+        interpreter = resolve(args.python)
+        hook = parse_hook(args.hook, "--hook") if args.hook else None
+        check = parse_hook(args.check, "--check") if args.check else None
+        paths = [os.getcwd(), *(os.path.abspath(p) for p in args.paths)]
+        kinds = tuple(dict.fromkeys(args.probes or PROBES))
+        report = Path(args.report).resolve() if args.report else None
+        folder = report / "probe" if report else Path(tempfile.mkdtemp(prefix="lifeguard-probe-"))
+        try:
+            scenarios = probe_scenarios(args.module, kinds, folder, hook=hook, check=check, paths=paths,
+                                        timeout=args.timeout, repeat=args.repeat)
+            setup = SessionSetup(interpreter, jobs=args.jobs, verbose=args.verbose, report_dir=report,
+                                 native=not args.no_native)
+            session = run_session(scenarios, probe_options(native=not args.no_native), setup)
+        finally:
+            if report is None:
+                shutil.rmtree(folder, ignore_errors=True)
+        missing = None if session.interrupted else module_missing(session, args.module)
+        if missing:
+            print(f"lifeguard: error: cannot import {args.module} in the child: {missing}", file=sys.stderr)
+            print("lifeguard: put its folder on the import path with --path DIR, or pick the interpreter "
+                  "it is installed in with --python", file=sys.stderr)
+            return EXIT_USAGE
+        return exit_code(session)
+
+
+def module_missing(session: Session, module: str) -> str | None:
+    """The import error when no probe could even import ``module``, else None."""
+    if not session.results:
+        return None
+    for result in session.results:
+        if result.outcome is not Outcome.FAILED or result.phase is not Phase.IMPORT:
+            return None
+        if "ModuleNotFoundError" not in result.stderr_tail and "ImportError" not in result.stderr_tail:
+            return None
+    lines = [line for line in session.results[0].stderr_tail.splitlines() if "Error" in line]
+    return lines[-1].strip() if lines else f"cannot import {module}"
+
+
+# The subcommands, in the order `lifeguard --help` lists them: adding one is a class and a line here.
+COMMANDS: tuple[Command, ...] = (Run(), List(), Build(), Doctor(), Probe())

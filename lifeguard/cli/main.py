@@ -1,0 +1,60 @@
+"""``lifeguard`` command line: ``main(argv) -> int``, the exit codes of DESIGN.md."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import traceback
+from collections.abc import Sequence
+
+from lifeguard import __version__
+from lifeguard.cli.commands import COMMANDS
+from lifeguard.cli.options import Parser
+from lifeguard.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, LifeguardError
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="lifeguard", description="Reproduce, catch and explain lifetime bugs in Python "
+                    "native extensions: crashes at exit, deadlocks at fork, gc on the wrong thread.")
+    parser.add_argument("--version", action="version", version=f"lifeguard {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for command in COMMANDS:
+        sub = subparsers.add_parser(command.name, help=command.help(), description=command.description())
+        command.add_arguments(sub)
+        sub.set_defaults(handler=command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    # SIGTERM (CI cancelling the job) is handled like Ctrl-C: kill every child, keep what finished.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return EXIT_USAGE
+        return int(args.handler.run(args))
+    except LifeguardError as exc:
+        print(f"lifeguard: error: {exc}", file=sys.stderr)
+        if exc.HELP_TEXT:
+            print(f"lifeguard: {exc.HELP_TEXT}", file=sys.stderr)
+        return exc.EXIT_CODE
+    except KeyboardInterrupt:
+        print("lifeguard: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception:
+        traceback.print_exc()
+        print("lifeguard: internal error (a bug in lifeguard); please report it with the traceback above",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""After a run failed: native crash stacks (cores or a replay), Python frames merged into native
+stacks, findings, readable evidence files.
+
+Passing runs never get here, so they pay nothing for any of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from lifeguard.capture.cores import core_setup, find_cores
+from lifeguard.capture.native import analyse_crash_cores, gdb_missing_note, merge_python_stacks, replay_under_gdb
+from lifeguard.diagnose import diagnose
+from lifeguard.model.outcomes import Outcome
+from lifeguard.model.result import RunResult
+from lifeguard.model.run import RunSpec
+
+
+def explain(spec: RunSpec, result: RunResult) -> RunResult:
+    """Add native crash stacks (from cores) and findings to a failed run; passing runs pay nothing."""
+    if result.outcome is Outcome.PASSED:
+        return result
+    notes = list(result.notes)
+    backtraces = list(result.backtraces)
+    if backtraces and result.python_stacks:
+        # A hang's native stacks without python-gdb get the faulthandler dump's Python frames.
+        backtraces = merge_python_stacks(backtraces, result.python_stacks)
+    cores = find_cores(spec.run_dir) if spec.cores else []
+    if spec.cores and (result.outcome is Outcome.CRASHED or cores):
+        replay = spec.backtrace == "replay"
+        if not replay and not cores:
+            setup = core_setup()
+            if not setup.usable:
+                notes.append(setup.note + " Falling back to a replay under gdb.")
+                replay = result.outcome is Outcome.CRASHED
+        try:
+            if replay:
+                backtraces.extend(replay_under_gdb(spec))
+            else:
+                backtraces.extend(analyse_crash_cores(cores, spec.interpreter.executable, keep=spec.keep_cores))
+        except Exception as exc:  # evidence is best effort; the outcome stands
+            notes.append(f"native crash analysis failed: {exc!r}")
+    if not spec.cores and result.outcome in (Outcome.CRASHED, Outcome.HUNG):
+        notes.append("native stacks not captured for this run (--no-native, or this series already has them)")
+    elif not backtraces and result.outcome in (Outcome.CRASHED, Outcome.HUNG):
+        missing = gdb_missing_note()
+        if missing:
+            notes.append(missing)
+    result = replace(result, backtraces=backtraces, notes=notes)
+    try:
+        findings = [f.to_dict() for f in diagnose(result)]
+    except Exception as exc:  # a rule's bug must not lose the run
+        findings = [{"kind": "internal", "summary": f"diagnosis failed: {exc!r}", "hint": ""}]
+    result = replace(result, findings=findings)
+    return replace(result, evidence={**result.evidence, **write_artifacts(result)})
+
+
+def write_artifacts(result: RunResult) -> dict[str, str]:
+    """The readable evidence of a failed run, as files in its folder."""
+    run_dir = Path(result.run_dir)
+    written = {}
+    texts = [b["text"] for b in result.backtraces if b.get("text")]
+    errors = [b["error"] for b in result.backtraces if b.get("error") and not b.get("text")]
+    if texts or errors:
+        path = run_dir / "backtraces.txt"
+        path.write_text("\n".join(texts + [f"capture error: {e}" for e in errors]))
+        written["backtraces"] = str(path)
+    if result.findings:
+        path = run_dir / "findings.txt"
+        lines = []
+        for finding in result.findings:
+            lines.append(f"[{finding.get('kind')}] {finding.get('summary')}")
+            lines.extend(f"    {frame}" for frame in finding.get("frames", []))
+            if finding.get("hint"):
+                lines.append(f"  fix: {finding['hint']}")
+        path.write_text("\n".join(lines) + "\n")
+        written["findings"] = str(path)
+    return written

@@ -1,0 +1,97 @@
+"""fork-deadlock: a thread stuck inside fork(), or a forked child on an inherited lock.
+
+The MXNet ``CustomOperator`` incident: a ``pthread_atfork`` prepare handler joins
+workers that call back into Python while the forking thread holds the GIL. And
+the classic: a child forked while another thread held a lock waits forever for it.
+"""
+
+from __future__ import annotations
+
+from lifeguard.diagnose.evidence import (
+    FORK_FUNCTIONS,
+    GIL_WAIT_FUNCTIONS,
+    Evidence,
+    Finding,
+    blocking_call,
+    caller_outside,
+    describe,
+    first_frame,
+    has_frame,
+    thread_ref,
+    waits_for,
+)
+from lifeguard.model.outcomes import Outcome
+
+KIND = "fork-deadlock"
+HINT_PREPARE = ("Do not block on other threads in a pthread_atfork prepare handler while they may need the GIL: "
+                "release the GIL around the stop/join (Py_BEGIN_ALLOW_THREADS), or stop the workers before "
+                "os.fork() and restart them in the child.")
+HINT_RUNTIME_LOCK = ("Stop the threads that may call into Python before fork() starts, from "
+                     "os.register_at_fork(before=...) while only the GIL is held: since CPython 3.13 "
+                     "os.fork() also holds the runtime's thread-state lock, so releasing the GIL around the join "
+                     "in a pthread_atfork handler is not enough.")
+HINT_CHILD = ("A forked child inherits locks held by threads that do not exist in it. Fork before starting "
+              "threads, use the 'spawn'/'forkserver' start method, or reset the lock with os.register_at_fork.")
+
+
+def check(evidence: Evidence) -> list[Finding]:
+    if evidence.outcome is not Outcome.HUNG:
+        return []
+    findings: list[Finding] = []
+    forked_pids = {e.get("pid") for e in evidence.events if e.get("event") == "forked"}
+    for process, thread in evidence.threads():
+        fork_at = first_frame(thread, FORK_FUNCTIONS)
+        if fork_at is None:
+            continue
+        blocked = blocking_call(thread)
+        waits = describe(blocked[1]) if blocked else "a blocking call"
+        caller = caller_outside(thread, blocked[0] if blocked else 0, skip=FORK_FUNCTIONS)
+        in_handler = has_frame(thread, ("__run_fork_handlers", "__run_prefork_handlers"))
+        involved = [thread_ref(process, thread, "forking")]
+        hint = HINT_PREPARE
+        others = [(t, waits_for(t)) for t in process.threads if t.tid != thread.tid]
+        blocked_others = [(t, kind) for t, kind in others if kind is not None]
+        detail = ""
+        if blocked_others:
+            other, kind = blocked_others[0]
+            involved.append(thread_ref(process, other, "waits for " + ("the GIL" if kind == "gil" else "HEAD_LOCK")))
+            entry = first_frame(other, ("PyGILState_Ensure",)) or first_frame(other, GIL_WAIT_FUNCTIONS)
+            other_caller = caller_outside(other, entry[0] if entry else 0, skip=GIL_WAIT_FUNCTIONS)
+            if kind == "gil":
+                detail = (f"; thread {other.tid} waits for the GIL the forking thread holds "
+                          f"({describe(entry[1]) if entry else 'take_gil'}, called from {describe(other_caller)})")
+            else:
+                detail = (f"; thread {other.tid} waits in PyGILState_Ensure -> new_threadstate for the "
+                          f"runtime's thread-state lock (HEAD_LOCK), which os.fork() holds across fork() "
+                          f"(CPython 3.13+), called from {describe(other_caller)}")
+                hint = HINT_RUNTIME_LOCK
+        where = " in a pthread_atfork prepare handler" if in_handler else ""
+        summary = (f"deadlock in fork: thread {thread.tid} of process {process.pid} is inside fork() and blocks "
+                   f"in {waits}, called from {describe(caller)}{where}{detail}")
+        findings.append(Finding(kind=KIND, summary=summary, hint=hint, threads=tuple(involved),
+                                frames=tuple(str(f) for f in thread.frames[: fork_at[0] + 1] if not f.is_python)))
+    for process in evidence.processes:
+        if process.pid not in forked_pids:
+            continue
+        for thread in process.threads:
+            # Name the lock at the highest level that shows it: Python's lock before libc's futex.
+            lock = first_frame(thread, ("PyThread_acquire_lock_timed",)) or first_frame(
+                thread, ("pthread_mutex_lock", "___pthread_mutex_lock", "__lll_lock_wait",
+                         "__lll_lock_wait_private", "sem_wait", "do_futex_wait", "__futex_abstimed_wait"))
+            if lock is None:
+                continue
+            caller = caller_outside(thread, lock[0])
+            summary = (f"forked child {process.pid} is blocked on a lock inherited from its parent: thread "
+                       f"{thread.tid} waits in {describe(lock[1])}, called from {describe(caller)}")
+            findings.append(Finding(kind=KIND, summary=summary, hint=HINT_CHILD,
+                                    threads=(thread_ref(process, thread, "blocked in forked child"),),
+                                    frames=tuple(str(f) for f in thread.frames[:12])))
+            break
+    if not findings and not evidence.processes:
+        # Without native stacks: a forked child's faulthandler dump stuck on a lock.
+        for pid, dump in evidence.python_stacks.items():
+            if int(pid) in forked_pids and (".acquire" in dump or "__enter__" in dump):
+                findings.append(Finding(
+                    kind=KIND, summary=f"forked child {pid} is blocked acquiring a lock (Python stack)",
+                    hint=HINT_CHILD, details={"confidence": "python stack only"}))
+    return findings

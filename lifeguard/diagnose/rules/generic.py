@@ -1,0 +1,67 @@
+"""Generic findings for what no specific rule explains: where it crashed, how it hung."""
+
+from __future__ import annotations
+
+from lifeguard.diagnose.evidence import Evidence, Finding, describe, is_waiting, python_location, thread_ref
+from lifeguard.model.outcomes import Outcome
+
+# Frames of the crash machinery itself, skipped to name the real crash site.
+SIGNAL_FRAMES = ("faulthandler", "__restore_rt", "raise", "__pthread_kill", "pthread_kill", "abort", "gsignal",
+                 "__GI_raise", "__GI_abort", "_Py_FatalErrorFunc", "fatal_error", "_Py_FatalError",
+                 "Py_FatalError", "__libc_message", "__assert_fail", "__pthread_kill_implementation",
+                 "__pthread_kill_internal")
+
+
+def _crash_site(evidence: Evidence) -> tuple[str, str | None] | None:
+    for process in evidence.processes:
+        if process.signal is None:
+            continue
+        thread = process.thread(process.signal.tid) if process.signal.tid else None
+        thread = thread or (process.threads[0] if process.threads else None)
+        if thread is None:
+            continue
+        for frame in thread.frames:
+            if frame.is_python or not frame.function or any(s in frame.function for s in SIGNAL_FRAMES):
+                continue
+            return describe(frame), frame.library
+    return None
+
+
+def check(evidence: Evidence) -> list[Finding]:
+    if evidence.outcome is Outcome.CRASHED:
+        site = _crash_site(evidence)
+        how = evidence.signal_name or "fatal error"
+        if site:
+            library = f" in {site[1].rsplit('/', 1)[-1]}" if site[1] else ""
+            summary = f"crashed with {how}{library} at {site[0]}"
+        else:
+            dumps = (*evidence.python_stacks.values(), evidence.stderr_tail)
+            where = next((w for w in map(python_location, dumps) if w), None)
+            summary = f"crashed with {how}" + (f" while running {where}" if where else "")
+        if evidence.phase is not None:
+            summary += f" (phase {evidence.phase.value})"
+        if evidence.fatal_error:
+            summary += f": {evidence.fatal_error}"
+        return [Finding(kind="crash", summary=summary,
+                        hint="Read the native frames of the crashing thread; run with -X dev or "
+                             "PYTHONMALLOC=debug to catch the first bad write.")]
+    if evidence.outcome is Outcome.HUNG:
+        threads = evidence.threads()
+        if threads:
+            idle = [(p, t) for p, t in threads if any(is_waiting(f) for f in t.frames[:6])]
+            if len(idle) == len(threads):
+                summary = (f"hung with every thread blocked: {len(threads)} thread(s) in "
+                           f"{len(evidence.processes)} process(es), none running")
+            else:
+                summary = f"hung: {len(threads) - len(idle)} of {len(threads)} thread(s) still running (busy loop?)"
+            return [Finding(kind="hang", summary=summary,
+                            hint="Look for a thread waiting on another that waits back (locks, join, the GIL).",
+                            threads=tuple(thread_ref(p, t, "blocked") for p, t in idle[:8]))]
+        places = [p for p in (python_location(d) for d in evidence.python_stacks.values()) if p]
+        summary = "hung" + (f" in {', '.join(places)}" if places else "")
+        return [Finding(kind="hang", summary=summary + " (Python stacks only)",
+                        hint="Look for a thread waiting on another that waits back (locks, join, the GIL).")]
+    if evidence.outcome is Outcome.CORRUPTED:
+        return [Finding(kind="corruption", summary="the scenario reported broken data",
+                        hint="Look for two threads writing to the same buffer, channel or object.")]
+    return []

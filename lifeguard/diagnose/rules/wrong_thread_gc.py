@@ -1,0 +1,55 @@
+"""wrong-thread-gc: corruption or a crash while gc ran on a thread other than the main one.
+
+The TVM Disco ``DRef`` incident: a reference cycle through a swallowed exception's
+traceback delays a free until the garbage collector runs, on another thread,
+whose destructor then writes to a channel the owner thread is writing to.
+The child bootstrap records collections on non-main threads (gc.callbacks).
+"""
+
+from __future__ import annotations
+
+from lifeguard.diagnose.evidence import Evidence, Finding, has_frame
+from lifeguard.model.outcomes import Outcome
+
+KIND = "wrong-thread-gc"
+HINT = ("An object whose destructor touches state owned by one thread was freed by the garbage collector on "
+        "another. Break the reference cycle that delays the free (keep no traceback/frame of a swallowed "
+        "exception, pass owners explicitly instead of temporary wrappers), serialise the shared writes, or hand "
+        "frees to the owner thread.")
+
+
+# Native frames of a running collection.
+GC_FUNCTIONS = ("gc_collect_main", "gc_collect_with_callback", "gc_collect_impl", "collect", "_PyGC_Collect",
+                "gc_collect_region", "_PyGC_CollectNoFail", "delete_garbage", "subtype_dealloc")
+
+
+def _crashed_in_foreign_gc(evidence: Evidence) -> bool:
+    """A crash counts only when the crashing thread is collecting and is not the main thread:
+    an earlier collection on a helper thread says nothing about a crash elsewhere."""
+    for process in evidence.processes:
+        if process.signal is None or process.signal.tid is None:
+            continue
+        thread = process.thread(process.signal.tid)
+        if thread is not None and thread.tid != process.pid and has_frame(thread, GC_FUNCTIONS):
+            return True
+    return False
+
+
+def check(evidence: Evidence) -> list[Finding]:
+    if evidence.outcome is Outcome.CORRUPTED:
+        pass
+    elif evidence.outcome is not Outcome.CRASHED or not _crashed_in_foreign_gc(evidence):
+        return []
+    foreign = [e for e in evidence.events if e.get("event") == "gc-foreign-thread"]
+    if not foreign:
+        return []
+    names = sorted({f"{e.get('thread_name')} ({e.get('thread')})" for e in foreign})
+    corruption = next((e for e in evidence.events if e.get("event") == "corrupted"), None)
+    what = f"corruption ({corruption.get('message')})" if corruption else (evidence.signal_name or "a crash")
+    summary = (f"{what} while the garbage collector ran on a non-main thread: {len(foreign)} collection(s) on "
+               f"{', '.join(names)}")
+    threads = {(e.get("pid"), e.get("thread")): e.get("thread_name") for e in foreign}
+    return [Finding(kind=KIND, summary=summary, hint=HINT,
+                    threads=tuple({"pid": pid, "tid": tid, "name": name, "role": "ran gc"}
+                                  for (pid, tid), name in list(threads.items())[:5]),
+                    details={"collections": len(foreign)})]

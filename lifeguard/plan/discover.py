@@ -1,0 +1,218 @@
+"""Find scenarios: scenario files, folders of them, plain scripts, ``-c CODE``, names.
+
+A scenario file declares scenarios with ``@lifeguard.scenario``; any other ``.py``
+file is a plain script, which expects a clean pass. Which is which is decided by
+reading the file (ast), never by importing it: importing a plain script would
+run the user's code inside the supervisor.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import re
+import sys
+import traceback
+from pathlib import Path
+
+from lifeguard.errors import ConfigurationError, UsageError
+from lifeguard.model.scenario import (
+    DEFAULT_TIMEOUT,
+    DEFAULT_VARIANT,
+    Scenario,
+    ScenarioDefinitionError,
+    take_registered,
+)
+
+BUNDLED_DIR_NAME = "scenarios"
+
+
+def bundled_scenarios_dir() -> Path:
+    """``./scenarios`` when run from a checkout, else the one beside the package."""
+    here = Path.cwd() / BUNDLED_DIR_NAME
+    if here.is_dir():
+        return here
+    return Path(__file__).resolve().parents[2] / BUNDLED_DIR_NAME
+
+
+def declares_scenarios(path: Path) -> bool:
+    """Does ``path`` use a ``@...scenario(...)`` decorator? (read, not run)"""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except SyntaxError as exc:
+        raise ConfigurationError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for deco in node.decorator_list:
+                target = deco.func if isinstance(deco, ast.Call) else deco
+                name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+                if name == "scenario":
+                    return True
+    return False
+
+
+def load_scenario_file(path: Path) -> list[Scenario]:
+    """Import a scenario file in the supervisor and collect its declarations."""
+    path = path.resolve()
+    module_name = "lifeguard_scenarios_" + re.sub(r"\W", "_", str(path))
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigurationError(f"{path}: cannot be loaded as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    take_registered()
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    except ScenarioDefinitionError as exc:
+        raise ConfigurationError(str(exc)) from None
+    except SyntaxError as exc:
+        raise ConfigurationError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    except Exception as exc:
+        line = _line_in(path, exc)
+        raise ConfigurationError(f"{path}:{line}: error while loading: {type(exc).__name__}: {exc}") from None
+    finally:
+        sys.path.remove(str(path.parent))
+    found = take_registered()
+    names = [s.name for s in found]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigurationError(f"{path}: scenario name declared twice: {', '.join(dupes)}")
+    return found
+
+
+def _line_in(path: Path, exc: BaseException) -> int:
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if os.path.abspath(frame.filename) == str(path):
+            return frame.lineno or 0
+    return 0
+
+
+def script_scenario(path: Path, timeout: float | None, argv: tuple[str, ...] = ()) -> Scenario:
+    path = path.resolve()
+    return Scenario(
+        name=path.stem, function="", path=str(path), line=1, fixture=None,
+        expect={DEFAULT_VARIANT: "passed"}, timeout=timeout or DEFAULT_TIMEOUT, repeat={"*": 1},
+        description=f"plain script {path.name}", kind="script",
+    )
+
+
+def code_scenario(code: str, timeout: float | None) -> Scenario:
+    try:
+        compile(code, "<string>", "exec")
+    except SyntaxError as exc:
+        raise UsageError(f"-c: line {exc.lineno}: syntax error: {exc.msg}") from None
+    return Scenario(
+        name="code", function="", path="", line=0, fixture=None, expect={DEFAULT_VARIANT: "passed"},
+        timeout=timeout or DEFAULT_TIMEOUT, repeat={"*": 1}, description="-c code", code=code, kind="code",
+    )
+
+
+def scenarios_in(target: Path) -> list[Scenario]:
+    """Every scenario of a file or a folder (scenario files only, sorted)."""
+    if target.is_dir():
+        found: list[Scenario] = []
+        for path in sorted(target.glob("*.py")):
+            if path.name.startswith("_"):
+                continue
+            if declares_scenarios(path):
+                found.extend(load_scenario_file(path))
+        return found
+    if declares_scenarios(target):
+        return load_scenario_file(target)
+    return [script_scenario(target, None)]
+
+
+def discover(targets: list[str], *, code: str | None = None, timeout: float | None = None) -> list[Scenario]:
+    """Resolve command-line targets: files, folders, ``file.py::name`` or bundled names."""
+    if code is not None:
+        if targets:
+            raise UsageError("-c CODE takes no other targets")
+        return [code_scenario(code, timeout)]
+    if not targets:
+        folder = bundled_scenarios_dir()
+        if not folder.is_dir():
+            raise UsageError(f"no targets given and no bundled scenarios folder at {folder}")
+        return scenarios_in(folder)
+    found: list[Scenario] = []
+    bundled: list[Scenario] | None = None
+    for target in targets:
+        file_part, _, wanted = target.partition("::")
+        path = Path(file_part)
+        if path.exists():
+            if path.is_file() and path.suffix != ".py":
+                raise UsageError(f"{target}: not a Python file")
+            items = scenarios_in(path)
+            if wanted:
+                items = [s for s in items if s.name == wanted]
+                if not items:
+                    raise UsageError(f"{target}: no scenario named {wanted!r} in {file_part}")
+            if path.is_file() and items and items[0].kind == "script" and timeout:
+                items = [script_scenario(path, timeout)]
+            found.extend(items)
+            continue
+        if file_part.endswith(".py") or os.sep in file_part:
+            raise UsageError(f"{target}: no such file or folder")
+        if bundled is None:
+            bundled = scenarios_in(bundled_scenarios_dir()) if bundled_scenarios_dir().is_dir() else []
+        named = [s for s in bundled if s.name == target]
+        if not named:
+            known = ", ".join(sorted(s.name for s in bundled)) or "none"
+            raise UsageError(f"unknown scenario {target!r} (bundled scenarios: {known})")
+        found.extend(named)
+    return found
+
+
+_TOKEN = re.compile(r"\s*(\(|\)|and\b|or\b|not\b|[^\s()]+)")
+
+
+def select(scenarios: list[Scenario], expr: str) -> list[Scenario]:
+    """Keep scenarios matching a pytest-style ``-k`` expression (substrings with and/or/not)."""
+    tokens = [t for t in _TOKEN.findall(expr) if t.strip()]
+    if not tokens:
+        raise UsageError("-k: empty expression")
+    pos = 0
+
+    def parse_or(name: str) -> bool:
+        nonlocal pos
+        value = parse_and(name)
+        while pos < len(tokens) and tokens[pos] == "or":
+            pos += 1
+            value = parse_and(name) or value
+        return value
+
+    def parse_and(name: str) -> bool:
+        nonlocal pos
+        value = parse_not(name)
+        while pos < len(tokens) and tokens[pos] == "and":
+            pos += 1
+            value = parse_not(name) and value
+        return value
+
+    def parse_not(name: str) -> bool:
+        nonlocal pos
+        if pos < len(tokens) and tokens[pos] == "not":
+            pos += 1
+            return not parse_not(name)
+        if pos < len(tokens) and tokens[pos] == "(":
+            pos += 1
+            value = parse_or(name)
+            if pos >= len(tokens) or tokens[pos] != ")":
+                raise UsageError(f"-k {expr!r}: missing ')'")
+            pos += 1
+            return value
+        if pos >= len(tokens) or tokens[pos] in ("and", "or", ")"):
+            raise UsageError(f"-k {expr!r}: expected a word at position {pos + 1}")
+        word = tokens[pos]
+        pos += 1
+        return word.lower() in name.lower()
+
+    kept = []
+    for item in scenarios:
+        pos = 0
+        haystack = " ".join([item.name, item.fixture or "", Path(item.path).stem if item.path else "", *item.tags])
+        if parse_or(haystack):
+            kept.append(item)
+        if pos != len(tokens):
+            raise UsageError(f"-k {expr!r}: unexpected {tokens[pos]!r}")
+    return kept

@@ -1,0 +1,214 @@
+"""Expand scenarios x variants x repeats (x perturbations) into run specs, lazily.
+
+A fixed plan runs each series its repeat count. Stress controls change when a
+series stops: ``until_fail`` stops a series at its first failed run, ``duration``
+keeps every series going until the time is up; either is capped by ``repeat``.
+Series are interleaved (run 0 of every series first) so an early failure shows early.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import shlex
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lifeguard.build import BuiltFixture, build_fixture
+from lifeguard.errors import UsageError
+from lifeguard.interpreter import Interpreter
+from lifeguard.model.outcomes import Outcome, Phase
+from lifeguard.model.result import RunResult
+from lifeguard.model.run import RunSpec
+from lifeguard.model.scenario import Scenario
+from lifeguard.plan.perturbations import START_PERTURBATIONS, check_perturbations, supervisor_side
+
+# With --until-fail and neither --repeat nor --duration, a series stops here.
+UNTIL_FAIL_DEFAULT_CAP = 1000
+# Native evidence (gdb on a hang, a core on a crash) costs about a second a run: a
+# series of 50 identical reproductions needs it for its first few failures only.
+NATIVE_EVIDENCE_PER_SERIES = 3
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    repeat: int | None = None  # overrides every scenario's default (a cap with until_fail/duration)
+    timeout: float | None = None  # overrides every scenario's default
+    variants: tuple[str, ...] | None = None  # None: every variant a scenario declares
+    cores: bool = True  # native stacks of failed runs (cores / replay on crashes, gdb on hangs)
+    keep_cores: bool = False
+    backtrace: str = "core"  # "core" or "replay" (see RunSpec.backtrace)
+    until_fail: bool = False
+    duration: float | None = None  # seconds
+    seed: int | None = None  # replay: every run uses this seed
+    base_seed: int | None = None  # derive every run's seed from this (random when None)
+    perturbations: tuple[str, ...] = ()
+    mode: str = "auto"  # "auto", "fresh" or "fork-server"
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:80]
+
+
+def run_seed(base_seed: int, scenario: str, variant: str, index: int) -> int:
+    digest = hashlib.sha256(f"{base_seed}:{scenario}:{variant}:{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def series_of(scenarios: Sequence[Scenario], options: PlanOptions) -> list[tuple[Scenario, str, int]]:
+    """(scenario, variant, runs) for every series the plan will run (runs: the count or cap)."""
+    series = []
+    for item in scenarios:
+        variants = item.variants
+        if options.variants is not None:
+            variants = tuple(v for v in variants if v in options.variants)
+        for variant in variants:
+            if options.repeat:
+                runs = options.repeat
+            elif options.seed is not None:
+                runs = 1
+            elif options.duration:
+                runs = 0  # no cap: the clock decides
+            elif options.until_fail:
+                runs = UNTIL_FAIL_DEFAULT_CAP
+            else:
+                runs = item.repeat_for(variant)
+            series.append((item, variant, runs))
+    if not series:
+        raise UsageError("nothing to run: no scenario x variant is selected")
+    return series
+
+
+def build_all(series: list[tuple[Scenario, str, int]], interp: Interpreter,
+              force: bool = False) -> dict[tuple[str, str], BuiltFixture]:
+    """Build each fixture variant once before any run starts (compiler errors surface early)."""
+    built: dict[tuple[str, str], BuiltFixture] = {}
+    for item, variant, _ in series:
+        if item.fixture and (item.fixture, variant) not in built:
+            built[(item.fixture, variant)] = build_fixture(item.fixture, variant, interp,
+                                                           near=item.fixture_search_start, force=force)
+    return built
+
+
+def exit_mode_for(item: Scenario, interp: Interpreter, mode: str, perturbations: tuple[str, ...] = ()) -> str:
+    """How a run starts and ends: "fresh", "fork-server/fast" or "fork-server/full".
+
+    A scenario whose expectation lives in the exit phase (or that crashes at
+    exit, as a static destructor does) needs a whole process lifetime: a fresh
+    interpreter under "auto", full finalization when the fork-server is forced.
+    A fork-server child that skipped finalization would pass such a scenario falsely.
+    """
+    if mode == "fresh" or (mode == "auto" and not item.fork_server):
+        return "fresh"
+    if any(p in START_PERTURBATIONS for p in perturbations):
+        return "fresh"  # -X dev and PYTHONMALLOC act at interpreter start, which a fork skips
+    exit_bound = any(item.expectation(v, interp.short_version).phase is Phase.EXIT for v in item.variants)
+    if item.kind != "function":
+        exit_bound = True  # scripts and -c code: nothing says their exit is uninteresting
+    if exit_bound:
+        return "fresh" if mode == "auto" else "fork-server/full"
+    return "fork-server/fast"
+
+
+def replay_command(item: Scenario, variant: str, seed: int, perturbations: tuple[str, ...]) -> str:
+    """The command that reruns one run with the same seed and perturbations."""
+    if item.replay is not None:
+        return item.replay.replace("{seed}", str(seed))
+    if item.kind == "code":
+        target = "-c CODE"
+    elif item.kind == "script":
+        target = shlex.quote(item.path)
+    else:
+        target = shlex.quote(f"{item.path}::{item.name}")
+    command = f"lifeguard run {target} --seed {seed}"
+    if item.fixture:
+        command += f" --variant {variant}"
+    if perturbations:
+        command += f" --perturb {','.join(perturbations)}"
+    return command
+
+
+@dataclass
+class _Series:
+    scenario: Scenario
+    variant: str
+    cap: int  # 0: no cap
+    issued: int = 0
+    failures: int = 0
+    stopped: bool = False
+
+
+@dataclass
+class Scheduler:
+    """Hands out run specs one at a time (thread-safe) and decides when series stop."""
+
+    series: list[tuple[Scenario, str, int]]
+    options: PlanOptions
+    interpreter: Interpreter
+    built: dict[tuple[str, str], BuiltFixture]
+    runs_dir: Path
+    started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        check_perturbations(self.options.perturbations)
+        self._lock = threading.Lock()
+        self._state = [_Series(s, v, cap) for s, v, cap in self.series]
+        self.base_seed = self.options.base_seed if self.options.base_seed is not None else random.getrandbits(32)
+
+    @property
+    def total(self) -> int | None:
+        """Runs planned, or None when the clock or the first failure decides."""
+        if self.options.duration or self.options.until_fail:
+            return None
+        return sum(s.cap for s in self._state)
+
+    def _time_up(self) -> bool:
+        return bool(self.options.duration) and time.monotonic() - self.started >= self.options.duration  # type: ignore[operator]
+
+    def next_spec(self) -> RunSpec | None:
+        with self._lock:
+            if self._time_up():
+                return None
+            live = [s for s in self._state if not s.stopped and (s.cap == 0 or s.issued < s.cap)]
+            if not live:
+                return None
+            chosen = min(live, key=lambda s: s.issued)  # round robin: interleave the series
+            index = chosen.issued
+            chosen.issued += 1
+            native = chosen.failures < NATIVE_EVIDENCE_PER_SERIES
+        return self.make_spec(chosen.scenario, chosen.variant, index, native=native)
+
+    def record(self, result: RunResult) -> None:
+        if result.outcome is Outcome.PASSED:
+            return
+        with self._lock:
+            for state in self._state:
+                if state.scenario.name == result.scenario and state.variant == result.variant:
+                    state.failures += 1
+                    if self.options.until_fail:
+                        state.stopped = True
+
+    def make_spec(self, item: Scenario, variant: str, index: int, native: bool = True) -> RunSpec:
+        interp = self.interpreter
+        fixture = self.built.get((item.fixture, variant)) if item.fixture else None
+        seed = self.options.seed if self.options.seed is not None else run_seed(
+            self.base_seed, item.name, variant, index)
+        flags, env = supervisor_side(self.options.perturbations, seed)
+        replay = replay_command(item, variant, seed, self.options.perturbations)
+        return RunSpec(
+            scenario=item.name, variant=variant, index=index, kind=item.kind, path=item.path,
+            function=item.function, code=item.code, interpreter=interp,
+            timeout=self.options.timeout or item.timeout,
+            run_dir=self.runs_dir / f"{_safe(item.name)}-{variant}-{index}",
+            expected=str(item.expectation(variant, interp.short_version)),
+            fixture=item.fixture, fixture_dir=str(fixture.directory) if fixture else None,
+            cores=self.options.cores and native, keep_cores=self.options.keep_cores,
+            backtrace=self.options.backtrace,
+            seed=seed, perturbations=tuple(self.options.perturbations), python_flags=flags, env=env,
+            mode=exit_mode_for(item, interp, self.options.mode, self.options.perturbations),
+            replay=replay,
+        )

@@ -1,0 +1,1 @@
+"""The pytest plugin: hooks (light at import), settings, marker, runner, fixture."""

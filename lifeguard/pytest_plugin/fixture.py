@@ -1,0 +1,181 @@
+"""The `lifeguard` fixture: run code, scripts, functions and probes in fresh supervised interpreters."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lifeguard.build import build_fixture
+from lifeguard.errors import LifeguardError, MarkerError
+from lifeguard.model.scenario import DEFAULT_TIMEOUT, Scenario
+from lifeguard.model.validate import positive_count, positive_seconds
+from lifeguard.plan.discover import code_scenario, script_scenario
+from lifeguard.plan.probes import PROBES, callable_spec, parent_sys_path, parse_hook, probe_options, probe_scenarios
+from lifeguard.pytest_plugin.assertions import Runs
+from lifeguard.pytest_plugin.marker import _variants
+from lifeguard.pytest_plugin.runner import (
+    BODY_FUNCTION,
+    check_sendable,
+    interpreter,
+    label_of,
+    prebuild,
+    run_engine,
+    workspace,
+    write_body,
+)
+from lifeguard.pytest_plugin.settings import Settings
+
+
+class LifeguardFixture:
+    """The ``lifeguard`` fixture: run code, scripts, functions and probes in fresh supervised interpreters.
+
+    Every call returns :class:`lifeguard.assertions.Runs`, whose ``assert_clean()``,
+    ``assert_outcome("hung")`` and ``assert_finding(kind)`` show the evidence when they fail.
+    ``--lifeguard-timeout`` / ``--lifeguard-repeat`` (and their ini values) override the
+    ``timeout=`` / ``repeat=`` given here, as they override the marker's.
+    """
+
+    def __init__(self, item: pytest.Item, settings: Settings) -> None:
+        self._item = item
+        self._settings = settings
+        self._calls = 0
+
+    def _limits(self, timeout: float | None, repeat: int | None, what: str) -> tuple[float, int]:
+        try:
+            chosen_timeout = self._settings.timeout or positive_seconds(
+                DEFAULT_TIMEOUT if timeout is None else timeout, f"timeout of {what}")
+            chosen_repeat = self._settings.repeat or positive_count(
+                1 if repeat is None else repeat, f"repeat of {what}")
+        except ValueError as exc:
+            raise MarkerError(str(exc)) from None
+        return chosen_timeout, chosen_repeat
+
+    def _call_name(self, kind: str) -> str:
+        self._calls += 1
+        return f"{self._calls:02d}-{kind}"
+
+    def _run(self, kind: str, make: Callable[[Path], list[Scenario]]) -> Runs:
+        __tracebackhide__ = True
+        name = self._call_name(kind)
+        try:
+            with workspace(self._item, self._settings).call(name) as folders:
+                session = run_engine(make(folders.body), folders)
+        except LifeguardError as exc:
+            raise MarkerError(f"{exc}\n{exc.HELP_TEXT}".strip()) from None
+        return Runs(f"{label_of(self._item)} {kind}", session)
+
+    def run_code(self, code: str, *, timeout: float | None = None, repeat: int | None = None) -> Runs:
+        """Run ``code`` as ``python -c`` would, in a fresh supervised interpreter."""
+        __tracebackhide__ = True
+
+        seconds, runs = self._limits(timeout, repeat, "run_code")
+        return self._run("code", lambda _: [replace(code_scenario(code, seconds), repeat={"*": runs})])
+
+    def run_script(self, path: str | os.PathLike[str], *, argv: Sequence[str] = (),
+                   timeout: float | None = None, repeat: int | None = None) -> Runs:
+        """Run a Python script as ``python path argv...`` would."""
+        __tracebackhide__ = True
+
+        script = Path(path).resolve()
+        if not script.is_file():
+            raise MarkerError(f"run_script: no such file {script}")
+        seconds, runs = self._limits(timeout, repeat, "run_script")
+        if not argv:
+            return self._run("script", lambda _: [replace(script_scenario(script, seconds), repeat={"*": runs})])
+        # The engine's script runs take no arguments: run the script from code that sets sys.argv.
+        code = (f"import runpy, sys\nsys.argv = {[str(script), *map(str, argv)]!r}\n"
+                f"sys.path.insert(0, {str(script.parent)!r})\nrunpy.run_path({str(script)!r}, run_name='__main__')\n")
+
+        def make(_: Path) -> list[Scenario]:
+
+            scenario = code_scenario(code, seconds)
+            return [replace(scenario, name=script.stem, description=f"script {script.name}", repeat={"*": runs})]
+
+        return self._run("script", make)
+
+    def run_function(self, func: Callable[..., Any], *args: Any, fixture: str | None = None,
+                     variant: str | Sequence[str] | None = None, timeout: float | None = None,
+                     repeat: int | None = None, **kwargs: Any) -> Runs:
+        """Call a module-level ``func(*args, **kwargs)`` in a fresh interpreter.
+
+        With ``fixture=``, the native fixture ``fixtures_native/<fixture>/`` (found from
+        ``func``'s file) is built per variant (``variant=``: "buggy", "fixed" or both) and
+        importable by name inside ``func``.
+        """
+        __tracebackhide__ = True
+        try:
+            target = callable_spec(func, "run_function's function")
+        except LifeguardError as exc:
+            raise MarkerError(str(exc)) from None
+        seconds, runs = self._limits(timeout, repeat, "run_function")
+        where = f"run_function({getattr(func, '__qualname__', func)!r})"
+        for position, value in enumerate(args):
+            check_sendable(f"#{position}", value, where)
+        for name, value in kwargs.items():
+            check_sendable(name, value, where)
+        variants = _variants(variant, fixture, None, f"variant of {where}")
+        near = Path(target["path"]).parent
+        if fixture is not None:
+            try:
+                prebuild(fixture, variants, near)
+            except LifeguardError as exc:
+                raise MarkerError(f"{exc}\n{exc.HELP_TEXT}".strip()) from None
+
+        def make(folder: Path) -> list[Scenario]:
+            body = write_body(folder, where, target, args, kwargs)
+            return [Scenario(name=getattr(func, "__name__", "function"), function=BODY_FUNCTION, path=str(body),
+                             line=func.__code__.co_firstlineno, fixture=fixture,
+                             expect={v: "passed" for v in variants}, timeout=seconds, repeat={"*": runs},
+                             description=where, kind="function", replay="", fixture_near=str(near))]
+
+        return self._run("function", make)
+
+    def probe(self, module: str, probe: str = "exit", *, hook: Callable[[Any], Any] | str | None = None,
+              check: Callable[[Any], Any] | str | None = None, paths: Sequence[str | os.PathLike[str]] = (),
+              timeout: float | None = None, repeat: int | None = None) -> Runs:
+        """Run one probe ("exit", "fork" or "gc-thread") of ``module`` (see ``lifeguard probe``).
+
+        ``hook`` / ``check``: a module-level function or ``"file.py:func"``. ``paths``:
+        folders to import ``module`` from; this process's import path is always added.
+        """
+        __tracebackhide__ = True
+        if probe not in PROBES:
+            raise MarkerError(f"probe {probe!r}: choose from {', '.join(PROBES)}")
+        try:
+            hook_spec = _hook_spec(hook, "hook")
+            check_spec = _hook_spec(check, "check")
+        except LifeguardError as exc:
+            raise MarkerError(str(exc)) from None
+        seconds, runs = self._limits(timeout, repeat, f"probe {probe!r}")
+        search = [os.path.abspath(p) for p in paths] + parent_sys_path()
+        name = self._call_name(f"probe-{probe}")
+        try:
+            with workspace(self._item, self._settings).call(name) as folders:
+                scenarios = probe_scenarios(module, (probe,), folders.body, hook=hook_spec, check=check_spec,
+                                            paths=search, timeout=seconds, repeat=runs)
+                session = run_engine(scenarios, folders, probe_options())
+        except LifeguardError as exc:
+            raise MarkerError(f"{exc}\n{exc.HELP_TEXT}".strip()) from None
+        return Runs(f"{probe} probe of {module}", session)
+
+    def build(self, fixture: str, variant: str = "buggy") -> Path:
+        """Build ``fixtures_native/<fixture>`` (found from the test file) and return the folder to import it from."""
+
+        try:
+            return build_fixture(fixture, variant, interpreter(), near=Path(str(self._item.path)).parent).directory
+        except LifeguardError as exc:
+            raise MarkerError(f"{exc}\n{exc.HELP_TEXT}".strip()) from None
+
+
+
+def _hook_spec(hook: Callable[[Any], Any] | str | None, what: str) -> dict[str, Any] | None:
+    if hook is None:
+        return None
+    if isinstance(hook, str):
+        return parse_hook(hook, what)
+    return callable_spec(hook, what)

@@ -1,0 +1,85 @@
+"""The plugin's settings: command line over ini file, each value checked once and named by its source."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from lifeguard.model.validate import positive_count, positive_seconds
+
+# One help text per setting, shared by the command-line option and its ini twin.
+TIMEOUT_HELP = ("deadline in seconds of every supervised run of a lifeguard test or fixture call; "
+                "overrides the marker's timeout=")
+
+
+
+REPEAT_HELP = ("runs of every lifeguard test's body (and fixture call) in fresh interpreters; "
+               "overrides the marker's repeat=")
+
+
+
+REPORT_HELP = ("keep each lifeguard test's results.jsonl, report.json, junit.xml and the evidence "
+               "of every failed run in DIR/<test id>/")
+
+
+
+MARKER_HELP = (
+    "lifeguard(timeout=30, repeat=1, expect='passed', fixture=None, variant=None): run the test's body in "
+    "fresh supervised interpreters, each for a whole process lifetime; the test passes when every run ends "
+    "as expected: an outcome (passed, failed, crashed, hung, corrupted) with an optional phase (import, run, "
+    "exit, fork-child), e.g. 'crashed@exit', or a dict per variant. fixture= builds fixtures_native/<name>/ "
+    "found from the test file (variant= 'buggy', 'fixed' or both); the body imports it by name."
+)
+
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The session's lifeguard settings (command line over ini file); None where unset."""
+
+    timeout: float | None = None
+    repeat: int | None = None
+    report_dir: Path | None = None
+
+
+
+SETTINGS_KEY: pytest.StashKey[Settings] = pytest.StashKey()
+
+
+
+def _raw_setting(config: pytest.Config, name: str) -> tuple[str | None, str, Path]:
+    """(value, where it came from, the folder a relative path is relative to)."""
+    value = config.getoption(f"lifeguard_{name}")
+    if value is not None:
+        return value, f"--lifeguard-{name} from command line", config.invocation_params.dir
+    value = config.getini(f"lifeguard_{name}")
+    if value:
+        overrides = getattr(config.option, "override_ini", None) or []
+        if any(o.split("=", 1)[0].strip() == f"lifeguard_{name}" for o in overrides):
+            return str(value), f"lifeguard_{name} from -o", config.invocation_params.dir
+        base = config.inipath.parent if config.inipath else config.rootpath
+        return str(value), f"lifeguard_{name} from ini file", base
+    return None, "", config.invocation_params.dir
+
+
+
+def read_settings(config: pytest.Config) -> Settings:
+    """The settings, checked; a bad value is a usage error naming its source."""
+    try:
+        timeout, source, _ = _raw_setting(config, "timeout")
+        seconds = positive_seconds(timeout, source) if timeout is not None else None
+        repeat, source, _ = _raw_setting(config, "repeat")
+        runs = positive_count(repeat, source) if repeat is not None else None
+        report, source, base = _raw_setting(config, "report")
+        folder = None
+        if report is not None:
+            if not report.strip():
+                raise ValueError(f"{source}: an empty path")
+            folder = (base / report).resolve()
+            if folder.exists() and not folder.is_dir():
+                raise ValueError(f"{source}: {report!r} exists and is not a folder")
+    except ValueError as exc:
+        raise pytest.UsageError(f"lifeguard: {exc}") from None
+    return Settings(timeout=seconds, repeat=runs, report_dir=folder)

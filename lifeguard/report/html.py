@@ -1,0 +1,84 @@
+"""report.html: the same summaries and evidence as the terminal, as one self-contained page."""
+
+from __future__ import annotations
+
+import html
+import time
+
+from lifeguard import __version__
+from lifeguard.model.outcomes import Outcome, Verdict
+from lifeguard.model.result import RunResult, SeriesSummary, Session
+from lifeguard.report.text import evidence_text, series_runs
+
+STYLE = """
+body { font-family: sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin-bottom: 2em; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; vertical-align: top; }
+tr.unexpected td.verdict { color: #b00; font-weight: bold; }
+tr.expected td.verdict { color: #070; }
+pre { background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 12px; }
+.finding { border-left: 4px solid #b60; padding-left: 1em; margin: 1em 0; }
+"""
+
+
+def _cell(text: object, cls: str = "") -> str:
+    attr = f' class="{cls}"' if cls else ""
+    return f"<td{attr}>{html.escape(str(text))}</td>"
+
+
+def _series_row(summary: SeriesSummary) -> str:
+    counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
+    bound = summary.stats.bound_text() if summary.stats else ""
+    anchor = f"{summary.scenario}-{summary.variant}"
+    name = html.escape(f"{summary.scenario}[{summary.variant}]")
+    link = f'<a href="#{html.escape(anchor)}">{name}</a>' if summary.verdict is Verdict.UNEXPECTED else name
+    return (f'<tr class="{summary.verdict.value}"><td>{link}</td>' + _cell(summary.expected) + _cell(summary.runs)
+            + _cell(counts) + _cell(bound) + _cell(", ".join(summary.modes)) + _cell(summary.verdict.value, "verdict")
+            + "</tr>")
+
+
+def _evidence(result: RunResult) -> str:
+
+    parts = []
+    for finding in result.findings:
+        frames = "".join(f"<li><code>{html.escape(str(f))}</code></li>" for f in finding.get("frames", [])[:12])
+        parts.append(f'<div class="finding"><b>[{html.escape(str(finding.get("kind")))}]</b> '
+                     f'{html.escape(str(finding.get("summary")))}<br><i>fix:</i> '
+                     f'{html.escape(str(finding.get("hint", "")))}<ul>{frames}</ul></div>')
+    parts.append(f"<pre>{html.escape(evidence_text(result))}</pre>")
+    return "\n".join(parts)
+
+
+def render(session: Session) -> str:
+
+    interp = session.interpreter
+    rows = "\n".join(_series_row(s) for s in session.summaries)
+    details = []
+    for summary in session.summaries:
+        if summary.verdict is Verdict.EXPECTED or summary.first_unexpected is None:
+            continue
+        runs = series_runs(session, summary)
+        if not runs:
+            continue
+        anchor = html.escape(f"{summary.scenario}-{summary.variant}")
+        details.append(f'<h3 id="{anchor}">{html.escape(summary.scenario)}[{html.escape(summary.variant)}]: '
+                       f"expected {html.escape(summary.expected)}</h3>\n{_evidence(runs[summary.first_unexpected])}")
+    failed = sum(1 for r in session.results if r.outcome is not Outcome.PASSED)
+    bad = sum(1 for s in session.summaries if s.verdict is Verdict.UNEXPECTED)
+    state = "interrupted" if session.interrupted else ("all as expected" if not bad else f"{bad} unexpected")
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(session.started))
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>lifeguard report</title><style>{STYLE}</style></head>
+<body>
+<h1>lifeguard report: {html.escape(state)}</h1>
+<p>lifeguard {__version__}, Python {html.escape(interp.version_text)} ({html.escape(interp.executable)}),
+started {started}, {len(session.results)} runs ({failed} not passed) in {session.duration:.1f} s,
+seed {session.base_seed}.</p>
+<table>
+<tr><th>scenario [variant]</th><th>expected</th><th>runs</th><th>outcomes</th><th>statistics</th><th>mode</th>
+<th>verdict</th></tr>
+{rows}
+</table>
+{"".join(details) if details else "<p>Every verdict is as expected.</p>"}
+</body></html>
+"""

@@ -1,0 +1,37 @@
+"""junit.xml: one testcase per scenario x variant; a failure carries the evidence of its first unexpected run."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from lifeguard.model.outcomes import Outcome, Verdict
+from lifeguard.model.result import Session
+from lifeguard.report.text import evidence_text, series_runs
+
+
+def junit_xml(session: Session) -> str:
+    """One testcase per scenario x variant; a failure carries the evidence."""
+    suite = ET.Element("testsuite", name="lifeguard", tests=str(len(session.summaries)),
+                       failures=str(sum(s.verdict is Verdict.UNEXPECTED for s in session.summaries)),
+                       time=f"{session.duration:.3f}")
+    for summary in session.summaries:
+        runs = series_runs(session, summary)
+        case = ET.SubElement(suite, "testcase", classname=f"lifeguard.{summary.scenario}",
+                             name=f"{summary.scenario}[{summary.variant}]",
+                             time=f"{sum(r.duration for r in runs):.3f}")
+        props = ET.SubElement(case, "properties")
+        stats = summary.stats.to_dict() if summary.stats else {}
+        for key, value in (("expected", summary.expected), ("runs", str(summary.runs)),
+                           *((f"count.{o}", str(n)) for o, n in summary.counts.items()),
+                           *((f"stats.{k}", str(v)) for k, v in stats.items() if v is not None)):
+            ET.SubElement(props, "property", name=key, value=value)
+        if summary.verdict is Verdict.UNEXPECTED:
+            counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
+            failure = ET.SubElement(case, "failure", message=f"expected {summary.expected}, got {counts}")
+            if runs and summary.first_unexpected is not None:
+                failure.text = evidence_text(runs[summary.first_unexpected])
+        elif any(r.outcome is not Outcome.PASSED for r in runs):
+            ET.SubElement(case, "system-out").text = evidence_text(
+                next(r for r in runs if r.outcome is not Outcome.PASSED))
+    ET.indent(suite)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,22 @@
+"""Which sinks a session writes to. Every sink reads the same RunResult / SeriesSummary objects;
+nothing is computed twice. A new sink is one module with a class that has the three methods of
+``Sink`` (lifeguard.run.engine) and one line here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lifeguard.report.files import ReportDirSink
+from lifeguard.report.terminal import TerminalSink
+from lifeguard.run.engine import Sink
+
+
+def sinks_for(*, terminal: bool, verbose: bool = False, report_dir: Path | None = None) -> list[Sink]:
+    """The terminal (unless ``terminal`` is false) and the report folder (when given, created here)."""
+    sinks: list[Sink] = []
+    if terminal:
+        sinks.append(TerminalSink(verbose=verbose))
+    if report_dir is not None:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        sinks.append(ReportDirSink(report_dir))
+    return sinks

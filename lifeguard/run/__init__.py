@@ -1,0 +1,1 @@
+"""Start and watch runs: the one start recipe, supervision, the fork-server, process trees, the engine."""

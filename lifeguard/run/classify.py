@@ -1,0 +1,123 @@
+"""From what a run left behind (exit status, result channel, output) to its outcome and phase."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from lifeguard.model.outcomes import Outcome, Phase
+from lifeguard.model.result import RunResult, signal_name
+from lifeguard.model.run import RunSpec
+from lifeguard.run.launch import RunFiles
+
+TAIL_BYTES = 8 * 1024
+
+
+FATAL_RE = re.compile(r"^Fatal Python error: (.*)$", re.MULTILINE)
+
+
+def _tail(path: Path, limit: int = TAIL_BYTES) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            data = f.read()
+    except OSError:
+        return ""
+    text = data.decode(errors="replace")
+    return text if size <= limit else "[...]\n" + text.partition("\n")[2]
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """The result channel: one Python-literal dict a line (see child.emit)."""
+    events = []
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                try:
+                    event = ast.literal_eval(line.decode(errors="replace"))
+                except (ValueError, SyntaxError, MemoryError, RecursionError):
+                    continue  # a line cut short by a crash mid-write
+                if isinstance(event, dict) and "event" in event:
+                    events.append(event)
+    except OSError:
+        pass
+    return events
+
+
+def phase_of(events: list[dict[str, Any]], main_pid: int) -> Phase:
+    mine = {e["event"] for e in events if e.get("pid") == main_pid}
+    if "body-error" in mine:
+        return Phase.RUN
+    if "body-end" in mine:
+        return Phase.EXIT
+    if "body-start" in mine:
+        return Phase.RUN
+    return Phase.IMPORT
+
+
+def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, duration: float, *, hung: bool,
+             hung_pids: list[int], python_stacks: dict[str, str], backtraces: list[dict[str, Any]],
+             leftovers: list[dict[str, Any]], phase_at_deadline: Phase | None = None) -> RunResult:
+    run_dir = files.run_dir
+    events = read_events(files.events)
+    stderr_tail = _tail(files.stderr)
+    stdout_tail = _tail(files.stdout)
+    phase: Phase | None = phase_of(events, main_pid)
+    signum = -rc if rc is not None and rc < 0 else None
+    fatal = FATAL_RE.search(stderr_tail)
+    corruption = [e for e in events if e["event"] == "corrupted"]
+    forked = {e["pid"] for e in events if e["event"] == "forked"}
+    if hung:
+        outcome = Outcome.HUNG
+        phase = phase_at_deadline or phase
+        if any(p in forked for p in hung_pids):
+            phase = Phase.FORK_CHILD
+        reason = f"deadline of {spec.timeout:g} s passed; {len(hung_pids)} process(es) alive"
+    elif signum is not None:
+        outcome = Outcome.CRASHED
+        reason = f"killed by {signal_name(signum)}"
+        if fatal:
+            reason += f" after 'Fatal Python error: {fatal.group(1)}'"
+    elif fatal:
+        outcome = Outcome.CRASHED
+        reason = f"Fatal Python error: {fatal.group(1)}"
+    elif corruption:
+        outcome = Outcome.CORRUPTED
+        reason = f"scenario reported corruption: {corruption[0].get('message', '')}"
+        first_pid = corruption[0].get("pid")
+        if first_pid != main_pid and first_pid in forked:
+            phase = Phase.FORK_CHILD
+        else:  # the phase the body was in when it saw the broken data
+            phase = phase_of(events[: events.index(corruption[0])], main_pid)
+    elif rc != 0:
+        outcome = Outcome.FAILED
+        errors = [e for e in events if e["event"] == "body-error" and e.get("pid") == main_pid]
+        reason = errors[0]["error"] if errors else f"exit code {rc}"
+    elif leftovers:
+        outcome = Outcome.FAILED
+        phase = Phase.EXIT
+        names = ", ".join(f"{p['pid']} ({p['comm']})" for p in leftovers)
+        reason = f"left processes running after exit: {names}"
+    else:
+        outcome = Outcome.PASSED
+        phase = None
+        reason = ""
+    evidence = {path.name: str(path) for path in (files.stdout, files.stderr, files.events)}
+    for pid in python_stacks:
+        evidence[f"faulthandler-{pid}"] = str(run_dir / f"faulthandler-{pid}.txt")
+    return RunResult(
+        scenario=spec.scenario, variant=spec.variant, index=spec.index, outcome=outcome, phase=phase,
+        expected=spec.expected, signal=signum, exit_code=rc, duration=round(duration, 4),
+        python=spec.interpreter.version_text, run_dir=str(run_dir), reason=reason,
+        fatal_error=fatal.group(1) if fatal else None,
+        corruption=[{k: v for k, v in e.items() if k not in ("event", "time")} for e in corruption],
+        leftover_processes=leftovers, evidence=evidence, stdout_tail=stdout_tail, stderr_tail=stderr_tail,
+        python_stacks=python_stacks, backtraces=backtraces,
+        events=[e for e in events if e["event"] not in ("started",)][:200],
+        seed=spec.seed, perturbations=list(spec.perturbations), mode=spec.mode, replay=spec.replay,
+    )

@@ -1,0 +1,194 @@
+"""The engine the CLI and the pytest plugin share: plan, build, execute, judge."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Protocol
+
+from lifeguard.interpreter import Interpreter
+from lifeguard.model.outcomes import Expectation, Outcome, Verdict
+from lifeguard.model.result import RunResult, SeriesSummary, Session
+from lifeguard.model.scenario import Scenario
+from lifeguard.model.stats import series_stats
+from lifeguard.plan.scheduler import PlanOptions, Scheduler, build_all, series_of
+from lifeguard.run.forkserver import ForkServers
+from lifeguard.run.proctree import become_subreaper
+from lifeguard.run.supervise import CaptureHook, RunInterrupted, RunSpec, run_once
+
+
+class Sink(Protocol):
+    """Receives results as they come; every report reads the same objects."""
+
+    def start(self, session: Session, total_runs: int | None) -> None: ...
+
+    def result(self, result: RunResult) -> None: ...
+
+    def finish(self, session: Session) -> None: ...
+
+
+def summarise(session: Session, series: list[tuple[Scenario, str, int]]) -> list[SeriesSummary]:
+    by_series: dict[tuple[str, str], list[RunResult]] = {}
+    for result in session.results:
+        by_series.setdefault((result.scenario, result.variant), []).append(result)
+    summaries = []
+    for item, variant, _ in series:
+        runs = sorted(by_series.get((item.name, variant), []), key=lambda r: r.index)
+        expectation = item.expectation(variant, session.interpreter.short_version)
+        counts = {o.value: 0 for o in Outcome}
+        for run in runs:
+            counts[run.outcome.value] += 1
+        verdict = expectation.judge([(r.outcome, r.phase) for r in runs])
+        first_bad = _first_unexpected(expectation, runs) if verdict is Verdict.UNEXPECTED else None
+        stats = series_stats([r.outcome is not Outcome.PASSED for r in runs], [r.duration for r in runs],
+                             [r.finished_at for r in runs]) if runs else None
+        summaries.append(SeriesSummary(
+            scenario=item.name, variant=variant, expected=str(expectation), runs=len(runs),
+            counts={k: v for k, v in counts.items() if v}, verdict=verdict,
+            description=item.description, where=item.where, first_unexpected=first_bad, stats=stats,
+            modes=tuple(sorted({r.mode for r in runs})),
+        ))
+    return summaries
+
+
+def _first_unexpected(expectation: Expectation, runs: list[RunResult]) -> int | None:
+    """The run to show for an unexpected series: the first it could not accept, else the first
+    (a "sometimes:" series with no hit)."""
+    for position, run in enumerate(runs):
+        if not expectation.accepts(run.outcome, run.phase):
+            return position
+    return 0 if runs else None
+
+
+# After Ctrl-C, how long the workers get to kill their runs' trees (each needs
+# at most a poll interval plus a bounded kill-and-reap).
+CANCEL_GRACE = 30.0
+
+
+class Explain(Protocol):
+    """Completes a failed run's evidence and findings after supervision (lifeguard.diagnose.explain)."""
+
+    def __call__(self, spec: RunSpec, result: RunResult) -> RunResult: ...
+
+
+def unexplained(spec: RunSpec, result: RunResult) -> RunResult:
+    """No diagnosis: the result as supervision left it."""
+    return result
+
+
+class Engine:
+    """Runs a selection of scenarios and feeds every result to the sinks.
+
+    Capture and diagnosis are handed in (``capture_hooks``, ``explain``): they sit in layers below
+    this one, and a session builder (lifeguard.cli.session) wires them for every front end.
+    """
+
+    def __init__(self, interpreter: Interpreter, *, jobs: int = 1, sinks: Sequence[Sink] = (),
+                 capture_hooks: tuple[CaptureHook, ...] = (), explain: Explain = unexplained,
+                 runs_dir: Path | None = None) -> None:
+        self.interpreter = interpreter
+        self.explain = explain
+        self.jobs = max(1, jobs)
+        self.sinks = list(sinks)
+        self.capture_hooks = capture_hooks
+        self.runs_dir = runs_dir.resolve() if runs_dir is not None else None
+        self.cancel = threading.Event()
+        self._lock = threading.Lock()
+
+    def run(self, scenarios: list[Scenario], options: PlanOptions) -> Session:
+        session = Session(self.interpreter, scenarios)
+        series = series_of(scenarios, options)
+        built = build_all(series, self.interpreter)
+        temporary = self.runs_dir is None
+        runs_dir = self.runs_dir or Path(tempfile.mkdtemp(prefix="lifeguard-runs-"))
+        session.runs_dir = runs_dir
+        scheduler = Scheduler(series, options, self.interpreter, built, runs_dir)
+        session.base_seed = scheduler.base_seed
+        become_subreaper()
+        servers = ForkServers(self.interpreter)  # starts a server only when a run asks for one
+        for sink in self.sinks:
+            sink.start(session, scheduler.total)
+        began = time.monotonic()
+        try:
+            self._execute(scheduler, session, servers, began)
+        except KeyboardInterrupt:
+            session.interrupted = True
+            self.cancel.set()
+        finally:
+            servers.close()
+            session.duration = time.monotonic() - began
+            session.summaries = summarise(session, series)
+            for sink in self.sinks:
+                sink.finish(session)
+            if temporary and not any(r.outcome is not Outcome.PASSED for r in session.results):
+                shutil.rmtree(runs_dir, ignore_errors=True)
+        return session
+
+    def _one(self, spec: RunSpec, servers: ForkServers, began: float) -> RunResult | None:
+        if self.cancel.is_set():
+            return None
+        try:
+            hooks = self.capture_hooks if spec.cores else ()
+            if spec.mode == "fresh":
+                result = run_once(spec, cancel=self.cancel, capture_hooks=hooks)
+            else:
+                result = servers.run(spec, cancel=self.cancel, capture_hooks=hooks)
+        except RunInterrupted:
+            return None
+        if result.outcome is not Outcome.PASSED:
+            result = self.explain(spec, result)  # passing runs pay nothing for diagnosis
+        if result.outcome is Outcome.PASSED:
+            shutil.rmtree(spec.run_dir, ignore_errors=True)
+        return replace(result, finished_at=round(time.monotonic() - began, 4))
+
+    def _deliver(self, session: Session, scheduler: Scheduler, result: RunResult | None) -> None:
+        if result is None:
+            return
+        scheduler.record(result)
+        with self._lock:
+            session.results.append(result)
+            for sink in self.sinks:
+                sink.result(result)
+
+    def _worker(self, scheduler: Scheduler, session: Session, servers: ForkServers, began: float) -> None:
+        while not self.cancel.is_set():
+            spec = scheduler.next_spec()
+            if spec is None:
+                return
+            self._deliver(session, scheduler, self._one(spec, servers, began))
+
+    def _execute(self, scheduler: Scheduler, session: Session, servers: ForkServers, began: float) -> None:
+        if self.jobs == 1:
+            self._worker(scheduler, session, servers, began)
+            return
+        # The main thread waits on an Event, not Thread.join: a join interrupted by
+        # Ctrl-C can mark a live thread as finished (CPython gh-90882), and the
+        # worker would be left killing its tree after we returned.
+        remaining = [self.jobs]
+        count_lock = threading.Lock()
+        all_done = threading.Event()
+
+        def work() -> None:
+            try:
+                self._worker(scheduler, session, servers, began)
+            finally:
+                with count_lock:
+                    remaining[0] -= 1
+                    if remaining[0] == 0:
+                        all_done.set()
+
+        for n in range(self.jobs):
+            threading.Thread(target=work, name=f"lifeguard-run-{n}", daemon=True).start()
+        try:
+            while not all_done.wait(0.5):  # bounded waits keep the main thread responsive to Ctrl-C
+                pass
+        except BaseException:
+            self.cancel.set()
+            # Workers notice the cancel flag within a poll interval and kill their trees.
+            all_done.wait(CANCEL_GRACE)
+            raise

@@ -1,0 +1,190 @@
+"""Supervisor side of the warm fork-server (see forkserver_child for the server itself).
+
+The server forks each run from an interpreter that already started and imported
+the bootstrap, which saves the interpreter start-up of every run. Everything else
+(deadline, escalation ladder, tree kill, classification) is the same supervision
+as for a fresh child: supervise.supervise() watches a ForkedHandle.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+import uuid
+
+from lifeguard.interpreter import Interpreter
+from lifeguard.model.result import RunResult
+from lifeguard.run.supervise import (
+    CaptureHook,
+    RunFiles,
+    RunSpec,
+    child_env,
+    child_path_dir,
+    child_spec,
+    precompile_child_side,
+    supervise,
+)
+
+START_TIMEOUT = 30.0  # the server's own start-up (imports) and each fork reply
+CLOSE_TIMEOUT = 5.0
+
+
+class ForkServerError(RuntimeError):
+    """The fork-server died or stopped answering."""
+
+
+class ForkServer:
+    """One server process and the thread that reads its replies."""
+
+    def __init__(self, interpreter: Interpreter) -> None:
+        precompile_child_side(interpreter.executable)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        boot = (f"import sys; sys.path.insert(0, {str(child_path_dir())!r}); "
+                f"from lifeguard.child import forkserver; forkserver.serve({theirs.fileno()})")
+        env = dict(os.environ, LIFEGUARD_CHILD="1")
+        self.proc = subprocess.Popen(
+            [interpreter.executable, "-X", "faulthandler", "-u", "-c", boot], env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            pass_fds=(theirs.fileno(),), start_new_session=True,
+        )
+        theirs.close()
+        self.sock = ours
+        self._send_lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._started: list[int] = []
+        self._exited: dict[int, int] = {}
+        self._dead = False
+        self._reader = threading.Thread(target=self._read, name="lifeguard-forkserver", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        buffer = b""
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    break
+                buffer += data
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    message = json.loads(line)
+                    with self._cond:
+                        if "started" in message:
+                            self._started.append(message["started"])
+                        else:
+                            self._exited[message["exited"]] = message["status"]
+                        self._cond.notify_all()
+        except OSError:
+            pass
+        with self._cond:
+            self._dead = True
+            self._cond.notify_all()
+
+    def fork(self, spec: RunSpec, run_id: str, fds: tuple[int, int, int]) -> int:
+        """Ask for one run; returns the forked child's pid."""
+        events_fd, out_fd, err_fd = fds
+        env = child_env(spec, run_id, events_fd=events_fd)
+        line = (json.dumps({"spec": child_spec(spec), "env": env}) + "\n").encode()
+        with self._send_lock:
+            if self._dead:
+                raise ForkServerError("the fork-server is gone")
+            self.sock.sendmsg([line], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+            deadline = time.monotonic() + START_TIMEOUT
+            with self._cond:
+                while not self._started and not self._dead:
+                    if not self._cond.wait(timeout=max(0.0, deadline - time.monotonic())):
+                        raise ForkServerError(f"the fork-server did not fork within {START_TIMEOUT:.0f} s")
+                if not self._started:
+                    raise ForkServerError("the fork-server died")
+                return self._started.pop(0)
+
+    @property
+    def alive(self) -> bool:
+        return not self._dead and self.proc.poll() is None
+
+    def wait_exit(self, pid: int, timeout: float) -> int | None:
+        with self._cond:
+            if pid not in self._exited and not self._dead:
+                self._cond.wait_for(lambda: pid in self._exited or self._dead, timeout=timeout)
+            return self._exited.get(pid)
+
+    def forget(self, pid: int) -> None:
+        with self._cond:
+            self._exited.pop(pid, None)
+
+    def close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        try:
+            self.proc.wait(timeout=CLOSE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=CLOSE_TIMEOUT)
+        self._reader.join(CLOSE_TIMEOUT)
+
+
+class ForkedHandle:
+    """A run forked by the server: its exit status comes from the server's reply."""
+
+    def __init__(self, server: ForkServer, pid: int) -> None:
+        self.server = server
+        self.pid = pid
+        self._returncode: int | None = None
+
+    def wait_step(self, timeout: float) -> bool:
+        if self._returncode is None:
+            self._returncode = self.server.wait_exit(self.pid, timeout)
+        return self._returncode is not None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._returncode
+
+    def reap(self, timeout: float) -> None:
+        self.wait_step(timeout)  # the server reaps it; we only wait for the news
+        self.server.forget(self.pid)
+
+
+class ForkServers:
+    """The fork-server of a session, started on first use and restarted if it dies."""
+
+    def __init__(self, interpreter: Interpreter) -> None:
+        self.interpreter = interpreter
+        self._server: ForkServer | None = None
+        self._lock = threading.Lock()
+
+    def _get(self) -> ForkServer:
+        with self._lock:
+            if self._server is None or not self._server.alive:
+                if self._server is not None:
+                    self._server.close()
+                self._server = ForkServer(self.interpreter)
+            return self._server
+
+    def run(self, spec: RunSpec, *, cancel: threading.Event | None = None,
+            capture_hooks: tuple[CaptureHook, ...] = ()) -> RunResult:
+        files, fds = RunFiles.create(spec.run_dir)
+        run_id = uuid.uuid4().hex
+        started = time.monotonic()
+        try:
+            server = self._get()
+            pid = server.fork(spec, run_id, fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return supervise(spec, ForkedHandle(server, pid), run_id, files, started, cancel=cancel,
+                         capture_hooks=capture_hooks)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._server is not None:
+                self._server.close()
+                self._server = None

@@ -1,0 +1,145 @@
+"""How a child is started: its command line, environment, spec and files.
+
+Shared by fresh children (supervise), forked ones (forkserver) and replays under
+gdb (native), so that all three start the same bootstrap the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lifeguard import CHILD_ENV
+from lifeguard.build import cache_dir
+from lifeguard.child import EVENTS_ENV, EVENTS_PATH_ENV, VARIANT_ENV
+from lifeguard.model.run import RunSpec
+from lifeguard.run.proctree import RUN_MARKER_ENV
+
+# The signal the child's faulthandler listens on for a dump of every thread.
+DUMP_SIGNAL = signal.SIGUSR2
+
+
+@functools.cache
+def child_path_dir() -> Path:
+    """A folder holding only a link to this package, for the child's sys.path.
+
+    Putting the supervisor's site-packages on a child's path would mix in
+    extension modules built for another interpreter (with --python).
+    """
+    package = Path(__file__).resolve().parents[1]
+    folder = cache_dir() / "childpath" / hashlib.sha256(str(package).encode()).hexdigest()[:12]
+    link = folder / "lifeguard"
+    if not link.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".lifeguard.{os.getpid()}.{threading.get_ident()}"
+        os.symlink(package, tmp)
+        os.replace(tmp, link)
+    return folder
+
+
+PRECOMPILE_TIMEOUT = 60.0
+
+
+CHILD_SIDE_MODULES = ("__init__.py", "child/__init__.py", "child/bootstrap.py", "child/forkserver.py")
+
+
+@functools.cache
+def precompile_child_side(executable: str) -> None:
+    """Byte-compile the modules every child imports, for the child's interpreter, once.
+
+    Without cached bytecode (PYTHONDONTWRITEBYTECODE, a fresh checkout, another
+    Python version) every run would compile them again: milliseconds per run.
+    Best effort: a read-only install just goes without.
+    """
+    package = Path(__file__).resolve().parents[1]
+    files = [str(package / name) for name in CHILD_SIDE_MODULES]
+    try:
+        subprocess.run([executable, "-m", "py_compile", *files], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=PRECOMPILE_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+
+
+BOOT_SCRIPT = "lifeguard_boot.py"
+
+
+def boot_script(path_dir: Path) -> Path:
+    """The child bootstrap as a script file, for tools that pass arguments through a
+    shell (gdb's ``run``): no quoting to get wrong, unlike ``-c CODE``."""
+    script = path_dir / BOOT_SCRIPT
+    if not script.exists():
+        tmp = path_dir / f".{BOOT_SCRIPT}.{os.getpid()}.{threading.get_ident()}"
+        tmp.write_text("from lifeguard.child import bootstrap\n\nbootstrap.main()\n")
+        os.replace(tmp, script)
+    return script
+
+
+def child_argv(spec: RunSpec, *, as_script: bool = False) -> list[str]:
+    """The child's command line: the bootstrap as ``-c CODE``, or as a script file for
+    tools that pass arguments through a shell (``as_script``, see boot_script)."""
+    path_dir = child_path_dir()
+    if as_script:
+        boot = [str(boot_script(path_dir))]
+    else:
+        boot = ["-c", f"import sys; sys.path.insert(0, {str(path_dir)!r}); "
+                      "from lifeguard.child import bootstrap; bootstrap.main()"]
+    return [spec.interpreter.executable, "-X", "faulthandler", "-u", *spec.python_flags, *boot]
+
+
+EVENTS_FILE = "events.txt"
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The run's folder and the files the child writes (opened by the supervisor)."""
+
+    run_dir: Path
+    stdout: Path
+    stderr: Path
+    events: Path
+
+    @classmethod
+    def create(cls, run_dir: Path) -> tuple[RunFiles, tuple[int, int, int]]:
+        """Make the folder and open (events, stdout, stderr) for the child: O_APPEND, so
+        lines from several processes never interleave and capping can truncate."""
+        if run_dir.exists():  # a folder left by an earlier session: its files would mix with ours
+            shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        files = cls(run_dir, run_dir / "stdout.txt", run_dir / "stderr.txt", run_dir / EVENTS_FILE)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC | os.O_CLOEXEC
+        fds = (os.open(files.events, flags, 0o644), os.open(files.stdout, flags, 0o644),
+               os.open(files.stderr, flags, 0o644))
+        return files, fds
+
+
+def child_spec(spec: RunSpec) -> dict[str, Any]:
+    """What the child bootstrap needs to know (plain data: sent as a Python literal, or as JSON
+    to the fork-server)."""
+    return {
+        "kind": spec.kind, "path": spec.path, "function": spec.function, "code": spec.code,
+        "fixture": spec.fixture, "fixture_dir": spec.fixture_dir, "run_dir": str(spec.run_dir),
+        "dump_signal": int(DUMP_SIGNAL), "argv": list(spec.argv), "cores": spec.cores and spec.backtrace == "core",
+        "seed": spec.seed, "perturbations": list(spec.perturbations), "variant": spec.variant,
+        "exit": "fast" if spec.mode == "fork-server/fast" else "full",
+    }
+
+
+def child_env(spec: RunSpec, run_id: str, *, events_fd: int | None = None,
+              events_path: Path | None = None) -> dict[str, str]:
+    """The environment entries lifeguard adds for a run; the result channel is an inherited
+    descriptor, or a path (for a child started by a tool that passes no descriptors)."""
+    env = dict(spec.env)
+    env.update({CHILD_ENV: "1", RUN_MARKER_ENV: run_id, VARIANT_ENV: spec.variant})
+    if events_fd is not None:
+        env[EVENTS_ENV] = str(events_fd)
+    if events_path is not None:
+        env[EVENTS_PATH_ENV] = str(events_path)
+    return env

@@ -1,0 +1,281 @@
+"""Supervise one run: the one subprocess recipe the CLI, the plugin and the tests share.
+
+Every run gets a fresh child of the real interpreter binary (childproc), in its
+own session and working directory, with output in size-capped files, a result
+channel and a deadline. On expiry the escalation ladder runs: native capture
+hooks (gdb) -> faulthandler dump of every Python process of the tree -> SIGKILL
+of the whole tree, orphans included. Every wait is bounded; the supervisor never
+hangs. What the run ended in is worked out by classify, and a failed run's
+evidence completed by explain.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from lifeguard.model.outcomes import Phase
+from lifeguard.model.result import RunResult
+from lifeguard.model.run import RunSpec  # noqa: F401  (re-exported)
+from lifeguard.run.classify import classify, phase_of, read_events  # noqa: F401  (re-exported)
+from lifeguard.run.launch import (  # noqa: F401  (re-exported: the one recipe's parts)
+    DUMP_SIGNAL,
+    EVENTS_FILE,
+    RunFiles,
+    child_argv,
+    child_env,
+    child_path_dir,
+    child_spec,
+    precompile_child_side,
+)
+from lifeguard.run.proctree import (
+    kill_tree,
+    leftovers_after_exit,
+    read_proc,
+    reap_orphans,
+    run_tree,
+    signal_caught,
+)
+
+# How long to wait for all faulthandler dumps of a tree after signalling it.
+DUMP_TIMEOUT = 1.0
+# How often the wait loop wakes to watch output size and cancellation.
+POLL_INTERVAL = 0.25
+# A grandchild may still be exiting when the main child is gone: grace before
+# calling it a leftover.
+LEFTOVER_GRACE = 0.2
+DEFAULT_OUTPUT_CAP = 16 * 1024 * 1024
+
+
+class RunInterrupted(Exception):
+    """The run was cancelled (Ctrl-C); its tree has been killed."""
+
+
+@dataclass
+class HangContext:
+    """What a native capture hook receives when a run's deadline passes (before any
+    faulthandler dump: see supervise)."""
+
+    spec: RunSpec
+    pids: list[int]
+
+
+class CaptureHook(Protocol):
+    def __call__(self, context: HangContext) -> list[dict[str, Any]]: ...
+
+
+def _cap_output(path: Path, cap: int) -> None:
+    """Keep an output file under ``cap`` while the child writes to it.
+
+    The child's descriptor is O_APPEND, so after truncation its writes land at
+    the new end: we keep the newest half and mark what was dropped.
+    """
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return
+    if size <= cap:
+        return
+    keep = cap // 2
+    with open(path, "r+b") as f:
+        f.seek(size - keep)
+        newest = f.read(keep)
+        f.seek(0)
+        f.truncate()
+        f.write(f"[lifeguard: {size - keep} bytes of output dropped]\n".encode() + newest)
+
+
+class ChildHandle(Protocol):
+    """A started run's main process, however it was started (spawned, or forked by a server)."""
+
+    pid: int
+
+    def wait_step(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s; True once the process has exited."""
+        ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def reap(self, timeout: float) -> None:
+        """Collect the exit status after a kill (bounded)."""
+        ...
+
+
+class PopenHandle:
+    """A fresh child started with Popen, waited on through a pidfd (no polling latency)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        try:
+            self._pidfd: int | None = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            self._pidfd = None  # old kernel: fall back to short sleeps
+
+    def wait_step(self, timeout: float) -> bool:
+        if self.proc.poll() is not None:
+            self._close()
+            return True
+        if self._pidfd is not None:
+            select.select([self._pidfd], [], [], timeout)
+        else:
+            time.sleep(min(timeout, 0.005))
+        if self.proc.poll() is not None:
+            self._close()
+            return True
+        return False
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def reap(self, timeout: float) -> None:
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass  # unkillable (D state): reported by the leak checks
+        self._close()
+
+    def _close(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+def _wait_exit(handle: ChildHandle, deadline: float, cancel: threading.Event | None,
+               outputs: tuple[Path, ...], cap: int) -> bool:
+    """Wait for the child until the deadline; True if it exited."""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return handle.wait_step(0)
+        if cancel is not None and cancel.is_set():
+            raise RunInterrupted()
+        if handle.wait_step(min(remaining, POLL_INTERVAL)):
+            return True
+        for out in outputs:
+            _cap_output(out, cap)
+
+
+def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
+    """Ask every Python process of the tree for a faulthandler dump of all threads."""
+    sizes: dict[int, int] = {}
+    for pid in pids:
+        if not signal_caught(pid, DUMP_SIGNAL):
+            continue  # not one of ours (or not Python): the signal would kill it
+        dump = run_dir / f"faulthandler-{pid}.txt"
+        sizes[pid] = dump.stat().st_size if dump.exists() else 0
+        try:
+            os.kill(pid, DUMP_SIGNAL)
+        except ProcessLookupError:
+            sizes.pop(pid)
+    deadline = time.monotonic() + DUMP_TIMEOUT
+    pending = set(sizes)
+    stable: dict[int, int] = {}
+    while pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+        for pid in list(pending):
+            dump = run_dir / f"faulthandler-{pid}.txt"
+            size = dump.stat().st_size if dump.exists() else 0
+            # Done when the dump grew and stopped growing between two looks.
+            if size > sizes[pid] and stable.get(pid) == size:
+                pending.discard(pid)
+            stable[pid] = size
+    stacks = {}
+    for pid in sorted(sizes):
+        try:
+            text = (run_dir / f"faulthandler-{pid}.txt").read_text(errors="replace")
+        except OSError:
+            continue
+        if text.strip():
+            stacks[str(pid)] = text[-64 * 1024:]
+    return stacks
+
+
+def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
+             capture_hooks: tuple[CaptureHook, ...] = (),
+             output_cap: int = DEFAULT_OUTPUT_CAP) -> RunResult:
+    """Run ``spec`` in a fresh child and return its classified result."""
+    precompile_child_side(spec.interpreter.executable)
+    files, (events_fd, out_fd, err_fd) = RunFiles.create(spec.run_dir)
+    run_id = uuid.uuid4().hex
+    env = dict(os.environ)
+    env.update(child_env(spec, run_id, events_fd=events_fd))
+    env["LIFEGUARD_SPEC"] = repr(child_spec(spec))
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            child_argv(spec), cwd=files.run_dir, env=env, stdin=subprocess.DEVNULL,
+            stdout=out_fd, stderr=err_fd, pass_fds=(events_fd,), start_new_session=True,
+        )
+    finally:
+        os.close(events_fd)
+        os.close(out_fd)
+        os.close(err_fd)
+    return supervise(spec, PopenHandle(proc), run_id, files, started, cancel=cancel,
+                     capture_hooks=capture_hooks, output_cap=output_cap)
+
+
+def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, started: float, *,
+              cancel: threading.Event | None = None, capture_hooks: tuple[CaptureHook, ...] = (),
+              output_cap: int = DEFAULT_OUTPUT_CAP) -> RunResult:
+    """Watch a started run to its end: deadline, escalation ladder, leftovers, verdict data."""
+    python_stacks: dict[str, str] = {}
+    backtraces: list[dict[str, Any]] = []
+    leftovers: list[dict[str, Any]] = []
+    hung = False
+    hung_pids: list[int] = []
+    phase_at_deadline: Phase | None = None
+    interrupted = False
+    try:
+        exited = _wait_exit(handle, started + spec.timeout, cancel, (files.stdout, files.stderr), output_cap)
+        if not exited:
+            hung = True
+            hung_pids = run_tree(handle.pid, run_id)
+            # The phase is what the tree was doing at the deadline: the dump
+            # signal below may interrupt a blocking call and let the body move on.
+            phase_at_deadline = phase_of(read_events(files.events), handle.pid)
+            # Native capture first: the dump signal interrupts blocking calls (a join
+            # wakes up and queues for the GIL), which would change the very deadlock
+            # gdb is about to show. The faulthandler dumps come right after.
+            context = HangContext(spec, hung_pids)
+            for hook in capture_hooks:
+                try:
+                    backtraces.extend(hook(context))
+                except Exception as exc:  # a capture failure must not lose the run
+                    backtraces.append({"error": f"capture hook failed: {exc!r}"})
+            python_stacks = dump_python_stacks(hung_pids, files.run_dir)
+        else:
+            left = leftovers_after_exit(handle.pid, run_id)
+            if left:
+                time.sleep(LEFTOVER_GRACE)
+                left = leftovers_after_exit(handle.pid, run_id)
+            for pid in left:
+                info = read_proc(pid)
+                leftovers.append({"pid": pid, "comm": info.comm if info else "?", "ppid": info.ppid if info else None})
+    except BaseException:  # cancelled, Ctrl-C in this thread, or our own bug: never leave the tree behind
+        interrupted = True
+        raise
+    finally:
+        if hung or leftovers or interrupted:
+            killed = kill_tree(handle.pid, run_id)
+            _finish(handle, killed)
+    duration = time.monotonic() - started
+    return classify(spec, files, handle.pid, None if hung else handle.returncode, duration, hung=hung,
+                    hung_pids=hung_pids, python_stacks=python_stacks, backtraces=backtraces,
+                    leftovers=leftovers, phase_at_deadline=phase_at_deadline)
+
+
+def _finish(handle: ChildHandle, killed: list[int]) -> None:
+    handle.reap(timeout=5)
+    reap_orphans([p for p in killed if p != handle.pid])
+
+
