@@ -38,11 +38,19 @@ import lifeguard
 from lifeguard import child
 
 TIMEOUT = 10
-# Deterministic form: a streamed frame pauses this long between its header
-# and its payload, which is what lets the collector thread in every time.
-WRITE_WINDOW_US = 20_000
-# Each round leaves a new cycle for the collector. The first round's window
-# catches the free in about 39 runs of 40; a later round catches the rest.
+# Deterministic form: the mid-frame handshake (fixtures_native/gc_channel/
+# message_channel.h). The owner's streamed call frame stops after its header
+# until the collector thread, which collects only once the frame is paused,
+# has shown up: its DRef destructor's kill_reg is in the pipe (buggy), or is
+# waiting for the whole-frame lock (fixed native half), or its collection
+# ended having freed nothing (fixed Python half). A timed pause here (it was
+# 20 ms) let the collector in "usually": with both cores busy it missed, and
+# a buggy run passed. The handshake needs no luck; the deadline only bounds a
+# broken one, which then fails the run with a message saying so.
+HANDSHAKE_SECONDS = 2.0
+# Each round leaves a new cycle for the collector and pauses one call frame
+# for it: the buggy channel is corrupted in the first round already; the
+# later rounds show the fixed build keeping the collection out every time.
 DETERMINISTIC_ROUNDS = 3
 # Large enough to be streamed in pieces rather than written atomically.
 CALL_PAYLOAD_BYTES = 64 * 1024
@@ -54,6 +62,12 @@ THREAD_JOIN_SECONDS = 3.0
 SHUTDOWN_SECONDS = 3.0
 # A stuck thread or reader must fail the run before lifeguard calls it hung.
 assert THREAD_JOIN_SECONDS + SHUTDOWN_SECONDS < TIMEOUT
+# A broken handshake must fail with its own message: the collector gives up
+# waiting for a paused frame before the owner gives up waiting for the
+# collection, and a pause that times out, then the cleanup's joins, still end
+# the run before lifeguard calls it hung.
+assert HANDSHAKE_SECONDS < THREAD_JOIN_SECONDS
+assert HANDSHAKE_SECONDS + THREAD_JOIN_SECONDS + SHUTDOWN_SECONDS < TIMEOUT
 
 # The FFI error prefixes TVM maps to Python exception types (base.py ERROR_TYPE).
 ERROR_TYPES: dict[str, type[Exception]] = {
@@ -193,8 +207,8 @@ def load_disco(fx: Any) -> types.SimpleNamespace:
     fx.register_object("runtime.disco.DRef", DRef)
     fx.register_object("runtime.disco.Session", Session)
 
-    def create_session(write_window_us: int = 0) -> Session:
-        return ffi_call(fx.session_create, write_window_us)
+    def create_session(handshake_seconds: float = 0.0) -> Session:
+        return ffi_call(fx.session_create, 0, handshake_seconds)  # no timed window: write_window_us=0
 
     return types.SimpleNamespace(create_session=create_session, Session=Session, DRef=DRef)
 
@@ -212,11 +226,20 @@ def _report_channel(report: dict[str, Any], calls_made: int) -> None:
 
 
 class ServerCollector:
-    """The inference server's housekeeping thread: it runs gc.collect() when asked."""
+    """The inference server's housekeeping thread: it runs gc.collect() when asked.
 
-    def __init__(self) -> None:
+    The deterministic test's hook: when asked, it collects only once the owner
+    has paused a call frame after its header (``wait_for_pause``), and ends that
+    pause when its collection is over (``end_pause``). Without the hook, when the
+    collection came was the scheduler's choice.
+    """
+
+    def __init__(self, wait_for_pause: Callable[[float], bool], end_pause: Callable[[], bool]) -> None:
+        self._wait_for_pause = wait_for_pause
+        self._end_pause = end_pause
         self._requested = threading.Event()
         self._finished = threading.Event()
+        self._failure: str | None = None
         self._stopping = False
         self._thread = threading.Thread(target=self._serve, name="gc-collector", daemon=True)
         self._thread.start()
@@ -228,17 +251,29 @@ class ServerCollector:
             self._requested.clear()
             if self._stopping:
                 return
-            gc.collect()
+            # Waits with the GIL released: the owner's frame is paused in native code.
+            if not self._wait_for_pause(HANDSHAKE_SECONDS):
+                self._failure = (f"mid-frame handshake broken: no call frame paused after its header within "
+                                 f"{HANDSHAKE_SECONDS} s, so the collector never collected mid-call")
+            else:
+                try:
+                    gc.collect()  # before the fix: frees the DPackedFunc, whose kill_reg goes mid-frame
+                finally:
+                    # The pause may have ended already (the kill_reg landed, or met
+                    # the lock); if nothing was freed, this is what lets the owner on.
+                    self._end_pause()
             self._finished.set()
 
     def collect_soon(self) -> None:
-        """Ask for a collection; it starts as soon as this thread can take the GIL."""
+        """Ask for a collection; it starts once the owner's call frame is paused mid-frame."""
         self._finished.clear()
         self._requested.set()
 
     def wait_collected(self) -> None:
         if not self._finished.wait(THREAD_JOIN_SECONDS):
             raise TimeoutError("the collector thread did not finish its collection")
+        if self._failure is not None:
+            raise TimeoutError(self._failure)
 
     def stop(self) -> None:
         self._stopping = True
@@ -246,6 +281,29 @@ class ServerCollector:
         self._thread.join(THREAD_JOIN_SECONDS)
         if self._thread.is_alive():
             raise TimeoutError("the collector thread did not stop")
+
+
+def _check_handshake(fx: Any, report: dict[str, Any]) -> None:
+    """Fail a run whose handshake did not happen, where the channel's verdict would hide it.
+
+    A pause that timed out already raised from the call. This catches the quiet
+    case: a buggy build whose collector collected mid-frame but freed no DRef
+    there (no cycle, or another thread freed it first) would pass like the
+    fixed build. A corrupted channel is reported as what it is.
+    """
+    handshake = report["handshake"]
+    child.note("handshake: {pauses} frames paused after their header; ended by another thread's frame landing "
+               "{landed}, by the whole-frame lock holding one back {held_back}, by a collection freeing nothing "
+               "{released}, by the deadline {timed_out}".format(**handshake))
+    if handshake["pauses"] != DETERMINISTIC_ROUNDS or handshake["timed_out"]:
+        raise AssertionError(f"mid-frame handshake broken: {handshake['pauses']} call frames paused "
+                             f"({DETERMINISTIC_ROUNDS} expected), {handshake['timed_out']} of them timed out")
+    if not fx.FIXED and not report["corrupted"]:
+        raise AssertionError(
+            f"mid-frame handshake broken: the collector collected during {handshake['pauses']} paused call frames, "
+            f"but no DRef destructor's kill_reg landed in one ({handshake['landed']} landed, "
+            f"{handshake['released']} collections freed nothing there): the collector never freed the DRef "
+            f"mid-call, so this buggy run shows nothing")
 
 
 @lifeguard.scenario(
@@ -262,8 +320,15 @@ def gc_thread_frees_dref_mid_call(fx: Any) -> None:
     # disables automatic gc and collects from a housekeeping thread; no
     # collection can free the DPackedFunc earlier on the owner thread.
     gc.disable()
-    session = disco.create_session(write_window_us=WRITE_WINDOW_US)
-    collector = ServerCollector()
+    # Same program in both builds: every round's call pauses after its header
+    # and the collector collects during the pause. What differs is the fixed
+    # code itself: its Python half leaves no cycle, so the collection frees
+    # nothing and ends the pause (and were a DRef freed, its kill_reg would meet
+    # the whole-frame lock, which also ends the pause, and wait for the frame):
+    # no pause of the fixed build waits out the deadline.
+    session = disco.create_session(handshake_seconds=HANDSHAKE_SECONDS)
+    collector = ServerCollector(lambda timeout: fx.session_wait_mid_frame(session, timeout),
+                                lambda: fx.session_release_mid_frame(session))
     calls_made = 0
     try:
         module = session.load_vm_module("model.so")
@@ -275,8 +340,10 @@ def gc_thread_frees_dref_mid_call(fx: Any) -> None:
             forward = module["forward"]
             calls_made += 1
             collector.collect_soon()
-            # The owner releases the GIL to write the call frame; the collector
-            # takes it, and the DPackedFunc's kill_reg lands inside the frame.
+            # The owner releases the GIL to write the call frame and pauses
+            # after its header; the collector collects then, and before the fix
+            # the DPackedFunc's kill_reg lands inside the frame. A pause nobody
+            # ends raises TimeoutError here (the handshake is broken).
             forward(payload)
             calls_made += 1
             collector.wait_collected()
@@ -284,6 +351,7 @@ def gc_thread_frees_dref_mid_call(fx: Any) -> None:
         collector.stop()
         report = session.shutdown(SHUTDOWN_SECONDS)
         gc.enable()
+    _check_handshake(fx, report)
     _report_channel(report, calls_made)
 
 

@@ -20,9 +20,16 @@
 // translation) lives in the scenario file, both as it was before the fix and
 // after it; `FIXED` tells it which build this is. The native half of the fix
 // is the whole-frame lock in MessageChannel::Send.
+//
+// The deterministic scenario drives the mid-frame handshake of
+// message_channel.h: session_create(handshake_seconds=...) turns it on, the
+// collector thread calls session_wait_mid_frame() before it collects and
+// session_release_mid_frame() after, and a pause that times out makes
+// session_call_packed raise TimeoutError instead of returning.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -35,8 +42,11 @@
 namespace {
 
 using lifeguard_fixture::FrameKind;
+using lifeguard_fixture::FrameKindName;
+using lifeguard_fixture::HandshakeReport;
 using lifeguard_fixture::MessageChannel;
 using lifeguard_fixture::ReaderReport;
+using lifeguard_fixture::SendResult;
 
 constexpr const char kSessionKey[] = "runtime.disco.Session";
 constexpr const char kDRefKey[] = "runtime.disco.DRef";
@@ -48,6 +58,7 @@ struct SessionObject {
   PyObject_HEAD
   std::shared_ptr<MessageChannel> channel;
 };
+
 
 struct DRefObject {
   PyObject_HEAD
@@ -99,7 +110,7 @@ void DRefDealloc(PyObject* self) {
     // TVM freed objects through a ctypes call (TVMObjectFree), which drops the
     // GIL: the write below runs concurrently with the owner's own writes.
     Py_BEGIN_ALLOW_THREADS
-    channel->Send(FrameKind::kKillReg, payload);  // a destructor cannot report an error
+    (void)channel->Send(FrameKind::kKillReg, payload);  // a destructor cannot report an error
     channel.reset();
     Py_END_ALLOW_THREADS
   }
@@ -162,19 +173,38 @@ MessageChannel* ChannelOf(PyObject* session) {
   return channel;
 }
 
-// Writes one frame with the GIL released, as a ctypes call into TVM ran.
+// Writes one frame with the GIL released, as a ctypes call into TVM ran (a
+// mid-frame pause waits here too, without the GIL: the collector thread that
+// ends it runs Python).
 bool SendFrame(MessageChannel* channel, FrameKind kind, const std::vector<uint8_t>& payload) {
-  bool sent;
+  SendResult sent;
   int saved_errno = 0;
   Py_BEGIN_ALLOW_THREADS
   sent = channel->Send(kind, payload);
   saved_errno = errno;
   Py_END_ALLOW_THREADS
-  if (!sent) {
-    errno = saved_errno;
-    PyErr_SetFromErrno(PyExc_OSError);
+  switch (sent) {
+    case SendResult::kSent:
+      return true;
+    case SendResult::kIoError:
+      errno = saved_errno;
+      PyErr_SetFromErrno(PyExc_OSError);
+      return false;
+    case SendResult::kPauseTimedOut: {
+      // Not corruption: the frame went out whole. The deterministic test
+      // did not happen, and saying so is the point of the deadline.
+      char message[400];  // PyErr_Format has no %f
+      snprintf(message, sizeof message,
+               "mid-frame handshake broken: the %s frame paused %.1f s after its header, but no "
+               "other thread wrote to the channel or ended the pause in that time: the collector "
+               "thread never freed the DRef while the call was being written",
+               FrameKindName(static_cast<uint32_t>(kind)), channel->handshake_seconds());
+      PyErr_SetString(PyExc_TimeoutError, message);
+      return false;
+    }
   }
-  return sent;
+  PyErr_SetString(PyExc_SystemError, "unknown SendResult");
+  return false;
 }
 
 void PutU64(std::vector<uint8_t>* out, uint64_t value) {
@@ -221,14 +251,20 @@ bool PutArgument(std::vector<uint8_t>* out, PyObject* arg) {
 // ---- the FFI functions (TVM's _ffi_api.*) ----
 
 PyObject* SessionCreate(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* keywords[] = {"write_window_us", nullptr};
+  static const char* keywords[] = {"write_window_us", "handshake_seconds", nullptr};
   unsigned int write_window_us = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|I:session_create", const_cast<char**>(keywords),
-                                   &write_window_us)) {
+  double handshake_seconds = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Id:session_create", const_cast<char**>(keywords),
+                                   &write_window_us, &handshake_seconds)) {
+    return nullptr;
+  }
+  if (!(handshake_seconds >= 0 && handshake_seconds <= 3600)) {  // also refuses NaN
+    PyErr_SetString(PyExc_ValueError, "handshake_seconds must be between 0 (off) and 3600");
     return nullptr;
   }
   std::string error;
-  std::shared_ptr<MessageChannel> channel = MessageChannel::Open(write_window_us, &error);
+  std::shared_ptr<MessageChannel> channel =
+      MessageChannel::Open(write_window_us, handshake_seconds, &error);
   if (!channel) {
     PyErr_SetString(PyExc_OSError, error.c_str());
     return nullptr;
@@ -299,11 +335,40 @@ PyObject* SessionShutdown(PyObject*, PyObject* args) {
                                  static_cast<Py_ssize_t>(report.evidence.size()))
                            : Py_NewRef(Py_None);
   if (evidence == nullptr) return nullptr;
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:O,s:s,s:N}", "frames", report.frames, "calls",
+  HandshakeReport handshake = channel->handshake_report();
+  PyObject* pauses = Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "pauses", handshake.pauses, "landed",
+                                   handshake.landed, "held_back", handshake.held_back, "released",
+                                   handshake.released, "timed_out", handshake.timed_out);
+  if (pauses == nullptr) {
+    Py_DECREF(evidence);
+    return nullptr;
+  }
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:O,s:s,s:N,s:N}", "frames", report.frames, "calls",
                        report.calls, "kills", report.kills, "bytes", report.bytes,
                        "dropped_after_shutdown", channel->dropped_after_shutdown(), "corrupted",
                        report.corrupted ? Py_True : Py_False, "message", report.message.c_str(),
-                       "evidence", evidence);
+                       "evidence", evidence, "handshake", pauses);
+}
+
+PyObject* SessionWaitMidFrame(PyObject*, PyObject* args) {
+  PyObject* session;
+  double timeout;
+  if (!PyArg_ParseTuple(args, "Od:session_wait_mid_frame", &session, &timeout)) return nullptr;
+  MessageChannel* channel = ChannelOf(session);
+  if (channel == nullptr) return nullptr;
+  bool paused;
+  // Without the GIL: the writer this waits for holds none, but a thread
+  // waiting here with it would stop every other Python thread.
+  Py_BEGIN_ALLOW_THREADS
+  paused = channel->WaitForPause(timeout);
+  Py_END_ALLOW_THREADS
+  return PyBool_FromLong(paused);
+}
+
+PyObject* SessionReleaseMidFrame(PyObject*, PyObject* session) {
+  MessageChannel* channel = ChannelOf(session);
+  if (channel == nullptr) return nullptr;
+  return PyBool_FromLong(channel->ReleasePause());
 }
 
 PyObject* DRefSession(PyObject*, PyObject* dref) {
@@ -375,14 +440,21 @@ PyMethodDef kModuleMethods[] = {
      "register_object(type_key, cls): the class the FFI wraps objects of that key in."},
     {"session_create", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(SessionCreate)),
      METH_VARARGS | METH_KEYWORDS,
-     "session_create(write_window_us=0) -> Session with a fresh channel and reader."},
+     "session_create(write_window_us=0, handshake_seconds=0) -> Session with a fresh channel and "
+     "reader; handshake_seconds > 0 pauses every streamed frame after its header until another "
+     "thread writes, waits for the whole-frame lock, or releases the pause (that long at most)."},
     {"session_get_global_func", SessionGetGlobalFunc, METH_VARARGS,
      "session_get_global_func(session, name) -> DRef (sends a get_global_func frame)."},
     {"session_call_packed", SessionCallPacked, METH_VARARGS,
      "session_call_packed(session, func, *args) -> DRef (sends a call_packed frame)."},
     {"session_shutdown", SessionShutdown, METH_VARARGS,
      "session_shutdown(session, timeout=5.0) -> dict: close the channel, collect the reader's "
-     "report (frames, calls, kills, corrupted, message, evidence)."},
+     "report (frames, calls, kills, corrupted, message, evidence, handshake)."},
+    {"session_wait_mid_frame", SessionWaitMidFrame, METH_VARARGS,
+     "session_wait_mid_frame(session, timeout) -> bool: wait (GIL released) until a frame is "
+     "paused after its header; False on timeout."},
+    {"session_release_mid_frame", SessionReleaseMidFrame, METH_O,
+     "session_release_mid_frame(session) -> bool: end the open mid-frame pause, if any."},
     {"dref_session", DRefSession, METH_O,
      "dref_session(dref) -> a NEW Session wrapper on every call (TVM's DRefSession)."},
     {"node_get_attr", NodeGetAttr, METH_VARARGS,

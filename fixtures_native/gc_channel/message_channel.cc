@@ -93,7 +93,8 @@ const char* FrameKindName(uint32_t kind) {
   return "unknown";
 }
 
-std::shared_ptr<MessageChannel> MessageChannel::Open(unsigned write_window_us, std::string* error) {
+std::shared_ptr<MessageChannel> MessageChannel::Open(unsigned write_window_us, double handshake_seconds,
+                                                     std::string* error) {
   int fds[2];
   // O_CLOEXEC: a child process must not keep the write end open, or the
   // reader would never see EOF.
@@ -101,7 +102,8 @@ std::shared_ptr<MessageChannel> MessageChannel::Open(unsigned write_window_us, s
     *error = Format("pipe2 failed: %s", strerror(errno));
     return nullptr;
   }
-  std::shared_ptr<MessageChannel> channel(new MessageChannel(fds[0], fds[1], write_window_us));
+  std::shared_ptr<MessageChannel> channel(
+      new MessageChannel(fds[0], fds[1], write_window_us, handshake_seconds));
   try {
     channel->reader_ = std::thread(&MessageChannel::ReadLoop, channel.get());
   } catch (const std::system_error& exc) {
@@ -111,8 +113,12 @@ std::shared_ptr<MessageChannel> MessageChannel::Open(unsigned write_window_us, s
   return channel;
 }
 
-MessageChannel::MessageChannel(int read_fd, int write_fd, unsigned write_window_us)
-    : read_fd_(read_fd), write_fd_(write_fd), write_window_us_(write_window_us) {}
+MessageChannel::MessageChannel(int read_fd, int write_fd, unsigned write_window_us,
+                               double handshake_seconds)
+    : read_fd_(read_fd),
+      write_fd_(write_fd),
+      write_window_us_(write_window_us),
+      handshake_seconds_(handshake_seconds) {}
 
 MessageChannel::~MessageChannel() {
   CloseWriteEnd();
@@ -139,14 +145,22 @@ bool MessageChannel::WriteAll(const uint8_t* data, std::size_t size) {
   return true;
 }
 
-bool MessageChannel::Send(FrameKind kind, const std::vector<uint8_t>& payload) {
+SendResult MessageChannel::Send(FrameKind kind, const std::vector<uint8_t>& payload) {
 #if LIFEGUARD_FIXED
   // The fix on the native side: one writer at a time, for a whole frame.
-  std::lock_guard<std::mutex> whole_frame(write_mutex_);
+  std::unique_lock<std::mutex> whole_frame(write_mutex_, std::defer_lock);
+  if (handshake_seconds_ <= 0) {
+    whole_frame.lock();
+  } else if (!whole_frame.try_lock()) {
+    // Mid-frame, this is where the buggy build would write: the lock keeps
+    // it out, and the paused writer (which holds the lock) may go on.
+    EndPause(PauseEnd::kHeldBack);
+    whole_frame.lock();
+  }
 #endif
   if (closed_.load()) {
     dropped_after_shutdown_.fetch_add(1);
-    return true;
+    return SendResult::kSent;
   }
   uint8_t header[kHeaderSize];
   PutU32(header, kFrameMagic);
@@ -159,13 +173,23 @@ bool MessageChannel::Send(FrameKind kind, const std::vector<uint8_t>& payload) {
     std::vector<uint8_t> frame(header, header + kHeaderSize);
     frame.insert(frame.end(), payload.begin(), payload.end());
     frame.insert(frame.end(), trailer, trailer + kTrailerSize);
-    return WriteAll(frame.data(), frame.size());
+    if (!WriteAll(frame.data(), frame.size())) return SendResult::kIoError;
+    // Only once write(2) returned are these bytes surely behind a paused
+    // header: ending the pause when the write merely starts would leave it
+    // to the scheduler whether they or the paused writer's payload go first.
+    if (handshake_seconds_ > 0) EndPause(PauseEnd::kLanded);
+    return SendResult::kSent;
   }
   // A large frame is streamed: header, then the payload chunk by chunk with
   // the checksum computed on the way, then the trailer. Without the lock
   // above, any other thread's Send() may write between these calls, or inside
   // a chunk's write while the pipe is full and the kernel lets other writers in.
-  if (!WriteAll(header, kHeaderSize)) return false;
+  if (!WriteAll(header, kHeaderSize)) return SendResult::kIoError;
+  bool pause_ended = true;
+  if (handshake_seconds_ > 0) {
+    EndPause(PauseEnd::kLanded);  // another writer's streamed frame, if one is paused
+    pause_ended = PauseAfterHeader();
+  }
   if (write_window_us_ > 0) {
     std::this_thread::sleep_for(std::chrono::microseconds(write_window_us_));
   }
@@ -173,10 +197,78 @@ bool MessageChannel::Send(FrameKind kind, const std::vector<uint8_t>& payload) {
   for (std::size_t offset = 0; offset < payload.size(); offset += kStreamChunk) {
     std::size_t size = std::min(kStreamChunk, payload.size() - offset);
     checksum = Fnv1a(checksum, payload.data() + offset, size);
-    if (!WriteAll(payload.data() + offset, size)) return false;
+    if (!WriteAll(payload.data() + offset, size)) return SendResult::kIoError;
   }
   PutU32(trailer, checksum);
-  return WriteAll(trailer, kTrailerSize);
+  if (!WriteAll(trailer, kTrailerSize)) return SendResult::kIoError;
+  return pause_ended ? SendResult::kSent : SendResult::kPauseTimedOut;
+}
+
+bool MessageChannel::PauseAfterHeader() {
+  std::unique_lock<std::mutex> lock(handshake_mutex_);
+  // One pause at a time: a second streamed frame would otherwise wait for a
+  // writer that is itself paused (the scenario has a single streaming writer).
+  if (pause_open_) return true;
+  pause_open_ = true;
+  pause_end_ = PauseEnd::kOpen;
+  paused_writer_ = std::this_thread::get_id();
+  ++handshake_.pauses;
+  handshake_cv_.notify_all();  // wakes WaitForPause()
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(handshake_seconds_));
+  bool ended = handshake_cv_.wait_until(lock, deadline, [this] { return pause_end_ != PauseEnd::kOpen; });
+  switch (pause_end_) {
+    case PauseEnd::kOpen:
+      ++handshake_.timed_out;
+      break;
+    case PauseEnd::kLanded:
+      ++handshake_.landed;
+      break;
+    case PauseEnd::kHeldBack:
+      ++handshake_.held_back;
+      break;
+    case PauseEnd::kReleased:
+      ++handshake_.released;
+      break;
+  }
+  pause_open_ = false;
+  paused_writer_ = std::thread::id();
+  return ended;
+}
+
+void MessageChannel::EndPause(PauseEnd how) {
+  std::lock_guard<std::mutex> lock(handshake_mutex_);
+  if (!pause_open_ || pause_end_ != PauseEnd::kOpen) return;
+  if (paused_writer_ == std::this_thread::get_id()) return;  // only another thread counts
+  pause_end_ = how;
+  handshake_cv_.notify_all();
+}
+
+bool MessageChannel::WaitForPause(double timeout_seconds) {
+  std::unique_lock<std::mutex> lock(handshake_mutex_);
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(timeout_seconds));
+  if (!handshake_cv_.wait_until(lock, deadline,
+                                [this] { return handshake_.pauses > pauses_waited_for_; })) {
+    return false;
+  }
+  pauses_waited_for_ = handshake_.pauses;
+  return true;
+}
+
+bool MessageChannel::ReleasePause() {
+  std::lock_guard<std::mutex> lock(handshake_mutex_);
+  if (!pause_open_ || pause_end_ != PauseEnd::kOpen) return false;
+  pause_end_ = PauseEnd::kReleased;
+  handshake_cv_.notify_all();
+  return true;
+}
+
+HandshakeReport MessageChannel::handshake_report() {
+  std::lock_guard<std::mutex> lock(handshake_mutex_);
+  return handshake_;
 }
 
 bool MessageChannel::Shutdown(double timeout_seconds, ReaderReport* report) {
