@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from lifeguard.child.protocol import CHILD_ENV
+
 TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows this name
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -16,7 +18,6 @@ if TYPE_CHECKING:
 __all__ = ["__version__", "scenario"]
 __version__ = "0.1.0"
 
-CHILD_ENV = "LIFEGUARD_CHILD"
 
 
 def scenario(fixture: str | None = None, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

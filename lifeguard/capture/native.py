@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from lifeguard.build import cache_dir
+from lifeguard.child import protocol
 from lifeguard.model.stacks import ProcessStacks, render_text
+from lifeguard.run.launch import child_argv, child_env, child_spec
 from lifeguard.run.supervise import CaptureHook, HangContext, RunSpec
 
 HANG_CAPTURE_TIMEOUT = 20.0
@@ -99,7 +101,6 @@ def replay_under_gdb(spec: RunSpec) -> list[dict[str, Any]]:
     import uuid
 
     from lifeguard.capture import gdb_available, replay_crash
-    from lifeguard.run.launch import EVENTS_FILE, child_argv, child_env, child_spec
 
     if gdb_available() is None:
         return [{"error": "a replay under gdb needs gdb (apt-get install gdb)"}]
@@ -107,10 +108,11 @@ def replay_under_gdb(spec: RunSpec) -> list[dict[str, Any]]:
     folder.mkdir(parents=True, exist_ok=True)
     replayed = replace(spec, run_dir=folder, cores=False)
     env = dict(os.environ)
-    env.update(child_env(replayed, uuid.uuid4().hex, events_path=folder / EVENTS_FILE))
-    env["LIFEGUARD_SPEC"] = repr(child_spec(replayed))
+    env.update(child_env(replayed, uuid.uuid4().hex, events_path=folder / protocol.EVENTS_FILE))
+    env[protocol.SPEC_ENV] = repr(child_spec(replayed))
     # gdb's "run" passes arguments through a shell: the bootstrap as a script file needs no quoting.
-    process = replay_crash(child_argv(replayed, as_script=True), env=env, cwd=folder, stdout_path=folder / "stdout.txt",
-                           stderr_path=folder / "stderr.txt", timeout=spec.timeout + REPLAY_TIMEOUT_MARGIN,
+    process = replay_crash(child_argv(replayed, as_script=True), env=env, cwd=folder,
+                           stdout_path=folder / protocol.STDOUT_FILE, stderr_path=folder / protocol.STDERR_FILE,
+                           timeout=spec.timeout + REPLAY_TIMEOUT_MARGIN,
                            cache_dir=cache_dir() / "gdb-index")
     return process_dicts([process])

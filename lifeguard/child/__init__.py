@@ -12,28 +12,25 @@ import os
 import threading
 import time
 
+from lifeguard.child import protocol
+
 TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows this name
 if TYPE_CHECKING:
     from typing import Any
 
-EVENTS_ENV = "LIFEGUARD_EVENTS_FD"
-# A path instead of a descriptor, for a child started by a tool that does not
-# pass descriptors through (a run replayed under gdb).
-EVENTS_PATH_ENV = "LIFEGUARD_EVENTS_PATH"
-VARIANT_ENV = "LIFEGUARD_VARIANT"
 
 _write_lock = threading.Lock()
 
 
 def emit(kind: str, **fields: Any) -> None:
     """Append one event line to the result channel (no-op outside a supervised run)."""
-    fd_text = os.environ.get(EVENTS_ENV)
+    fd_text = os.environ.get(protocol.EVENTS_FD_ENV)
     if not fd_text:
-        path = os.environ.get(EVENTS_PATH_ENV)
+        path = os.environ.get(protocol.EVENTS_PATH_ENV)
         if not path:
             return
-        fd_text = os.environ[EVENTS_ENV] = str(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
-    record = {"event": kind, "pid": os.getpid(), "time": time.time(), **fields}
+        fd_text = os.environ[protocol.EVENTS_FD_ENV] = str(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+    record = {protocol.EVENT_KEY: kind, "pid": os.getpid(), "time": time.time(), **fields}
     # One Python literal a line (read back with ast.literal_eval): no json import in
     # the child, whose start-up every run pays. repr() keeps it on one line.
     line = (repr(_literal(record)) + "\n").encode()
@@ -69,7 +66,7 @@ def report_corruption(message: str, data: bytes | None = None) -> None:
     if data is not None:
         fields["data_hex"] = bytes(data[:256]).hex()
         fields["data_len"] = len(data)
-    emit("corrupted", **fields)
+    emit(protocol.CORRUPTED, **fields)
 
 
 _jitter_rng = None
@@ -82,21 +79,21 @@ def hook_point() -> None:
     the perturbation is off. Native fixtures read LIFEGUARD_JITTER_US the same way.
     """
     global _jitter_rng
-    limit = os.environ.get("LIFEGUARD_JITTER_US")
+    limit = os.environ.get(protocol.JITTER_ENV)
     if not limit:
         return
     if _jitter_rng is None:
         import random
 
-        _jitter_rng = random.Random(int(os.environ.get("LIFEGUARD_SEED", "0")))
+        _jitter_rng = random.Random(int(os.environ.get(protocol.SEED_ENV, "0")))
     time.sleep(_jitter_rng.uniform(0, int(limit)) / 1e6)
 
 
 def variant() -> str:
     """The variant this run exercises: ``buggy``, ``fixed`` or ``default``."""
-    return os.environ.get(VARIANT_ENV, "default")
+    return os.environ.get(protocol.VARIANT_ENV, "default")
 
 
 def note(message: str) -> None:
     """Record a free-form note in the run's evidence (shown in reports)."""
-    emit("note", message=message)
+    emit(protocol.NOTE, message=message)

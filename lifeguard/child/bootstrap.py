@@ -19,21 +19,20 @@ import faulthandler
 import os
 import sys
 
-from lifeguard.child import emit
+from lifeguard.child import emit, protocol
 
 TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows this name
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-SPEC_ENV = "LIFEGUARD_SPEC"
 MAX_FOREIGN_GC_EVENTS = 20
 
 _dump_files: list[object] = []  # keep dump files open for the life of the process
 
 
 def _dump_path(run_dir: str, pid: int) -> str:
-    return os.path.join(run_dir, f"faulthandler-{pid}.txt")
+    return os.path.join(run_dir, protocol.faulthandler_file(pid))
 
 
 def _register_dump(run_dir: str, signum: int) -> None:
@@ -49,7 +48,7 @@ def _install_fork_hook(run_dir: str, signum: int) -> None:
         # The dump registration is inherited with the parent's file: give the
         # child a file of its own so each process's stacks stay apart.
         _register_dump(run_dir, signum)
-        emit("forked", parent=main_pid)
+        emit(protocol.FORKED, parent=main_pid)
 
     os.register_at_fork(after_in_child=after_in_child)
 
@@ -68,7 +67,7 @@ def _install_gc_watch() -> None:
         if ident != main_ident:
             seen[0] += 1
             name = threading.current_thread().name
-            emit("gc-foreign-thread", thread=ident, thread_name=name, generation=info.get("generation"))
+            emit(protocol.GC_FOREIGN_THREAD, thread=ident, thread_name=name, generation=info.get("generation"))
 
     gc.callbacks.append(on_gc)
 
@@ -121,7 +120,7 @@ def apply_perturbations(names: list[str], seed: int) -> None:
 def main() -> None:
     """Entry point of a fresh child: the spec comes in the environment, as a Python
     literal written by the supervisor (cheaper to read than importing json)."""
-    run(eval(os.environ.pop(SPEC_ENV), {"__builtins__": {}}, {}))
+    run(eval(os.environ.pop(protocol.SPEC_ENV), {"__builtins__": {}}, {}))
 
 
 def run(spec: dict) -> None:
@@ -138,10 +137,10 @@ def run(spec: dict) -> None:
     import atexit
 
     # Registered first, so it runs last of all atexit callbacks.
-    atexit.register(emit, "atexit-done")
+    atexit.register(emit, protocol.ATEXIT_DONE)
     import threading
 
-    emit("started", python=list(sys.version_info[:3]), main_thread=threading.get_ident())
+    emit(protocol.STARTED, python=list(sys.version_info[:3]), main_thread=threading.get_ident())
     _install_gc_watch()
     if spec.get("perturbations"):
         apply_perturbations(spec["perturbations"], spec.get("seed", 0))
@@ -168,7 +167,7 @@ def run(spec: dict) -> None:
             module = importlib.import_module(spec["fixture"])
         func = _load_function(spec["path"], spec["function"])
         body = (lambda: func(module)) if spec.get("fixture") else func
-    emit("body-start")
+    emit(protocol.BODY_START)
     _run_body(body)
 
 
@@ -190,9 +189,9 @@ def _run_body(body: Callable[[], object]) -> None:
     try:
         body()
     except SystemExit as exc:
-        emit("body-end", exit=str(exc.code))
+        emit(protocol.BODY_END, exit=str(exc.code))
         raise
     except BaseException as exc:
-        emit("body-error", error=f"{type(exc).__name__}: {exc}")
+        emit(protocol.BODY_ERROR, error=f"{type(exc).__name__}: {exc}")
         raise
-    emit("body-end")
+    emit(protocol.BODY_END)

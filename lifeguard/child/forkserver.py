@@ -22,6 +22,8 @@ import signal
 import socket
 import sys
 
+from lifeguard.child import protocol
+
 MAX_MESSAGE = 1 << 20
 
 
@@ -56,7 +58,7 @@ def _child(sock: socket.socket, wakeup: tuple[int, int], request: dict, fds: lis
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
-    spec = request["spec"]
+    spec = request[protocol.REQUEST_SPEC]
     os.chdir(spec["run_dir"])
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
@@ -64,8 +66,8 @@ def _child(sock: socket.socket, wakeup: tuple[int, int], request: dict, fds: lis
     os.close(err_fd)
     # The events descriptor keeps its number; the child API finds it through the env.
     os.set_inheritable(events_fd, True)
-    os.environ.update(request["env"])
-    os.environ["LIFEGUARD_EVENTS_FD"] = str(events_fd)
+    os.environ.update(request[protocol.REQUEST_ENV])
+    os.environ[protocol.EVENTS_FD_ENV] = str(events_fd)
     from lifeguard.child import bootstrap
 
     if spec.get("exit") == "fast":
@@ -118,7 +120,7 @@ def serve(fd: int) -> None:
             if pid == 0:
                 break
             children.discard(pid)
-            _send(sock, {"exited": pid, "status": os.waitstatus_to_exitcode(status)})
+            _send(sock, {protocol.SERVER_EXITED: pid, protocol.SERVER_STATUS: os.waitstatus_to_exitcode(status)})
         if sock.fileno() in ready:
             request, fds = _receive(sock, buffer)
             if request is None:
@@ -130,4 +132,4 @@ def serve(fd: int) -> None:
             for descriptor in fds:
                 os.close(descriptor)
             children.add(pid)
-            _send(sock, {"started": pid})
+            _send(sock, {protocol.SERVER_STARTED: pid})

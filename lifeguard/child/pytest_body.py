@@ -14,9 +14,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from lifeguard import child
+from lifeguard.child import protocol
+
 # Events the parent reads to turn a child's pytest.skip() / pytest.xfail() into
 # the same outcome of the pytest test.
-PYTEST_OUTCOME_EVENT = "pytest-outcome"
 
 
 def extend_sys_path(entries: list[str]) -> None:
@@ -108,11 +110,9 @@ class TestCall:
             outcome = _pytest_outcome(exc)
             if outcome is None:
                 raise
-            from lifeguard import child
-
             # A skip or xfail is not a failure of the body: the process still
             # exits normally, and its exit is judged like any other.
-            child.emit(PYTEST_OUTCOME_EVENT, outcome=outcome, reason=str(getattr(exc, "msg", "") or exc))
+            child.emit(protocol.PYTEST_OUTCOME, outcome=outcome, reason=str(getattr(exc, "msg", "") or exc))
 
 
 def _pytest_outcome(exc: BaseException) -> str | None:

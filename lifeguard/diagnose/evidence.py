@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from lifeguard.child.protocol import EVENT_KEY
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import RunResult
 from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack
@@ -82,7 +83,7 @@ class Evidence:
         return [(p, t) for p in self.processes for t in p.threads]
 
     def event_kinds(self) -> set[str]:
-        return {e.get("event", "") for e in self.events}
+        return {e.get(EVENT_KEY, "") for e in self.events}
 
 
 def matches(function: str | None, names: tuple[str, ...]) -> bool:

@@ -7,6 +7,7 @@ seeded from the run's seed so ``--seed`` replays them.
 
 from __future__ import annotations
 
+from lifeguard.child.protocol import JITTER_ENV, SEED_ENV
 from lifeguard.errors import UsageError
 
 PERTURBATIONS: dict[str, str] = {
@@ -42,11 +43,11 @@ def supervisor_side(names: tuple[str, ...], seed: int) -> tuple[tuple[str, ...],
     """Interpreter flags and environment for a run: the parts the child cannot do itself."""
     flags: list[str] = []
     # Every run's hash seed comes from its seed: a replay iterates sets and dicts alike.
-    env = {"PYTHONHASHSEED": str(seed % (2**32 - 1)), "LIFEGUARD_SEED": str(seed)}
+    env = {"PYTHONHASHSEED": str(seed % (2**32 - 1)), SEED_ENV: str(seed)}
     if "dev-mode" in names:
         flags += ["-X", "dev"]
     if "malloc-debug" in names:
         env["PYTHONMALLOC"] = "debug"
     if "jitter" in names:
-        env["LIFEGUARD_JITTER_US"] = str(JITTER_MICROSECONDS)
+        env[JITTER_ENV] = str(JITTER_MICROSECONDS)
     return tuple(flags), env

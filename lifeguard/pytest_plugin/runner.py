@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from lifeguard.build import build_fixture
-from lifeguard.child.pytest_body import PYTEST_OUTCOME_EVENT
+from lifeguard.child import protocol
 from lifeguard.cli.session import SessionSetup, run_session
 from lifeguard.errors import MarkerError
 from lifeguard.interpreter import Interpreter, resolve
@@ -253,7 +253,7 @@ def _pytest_outcome(session: Session) -> None:
     """A body that called pytest.skip() or pytest.xfail() gives the test that outcome."""
     for result in session.results:
         for event in result.events:
-            if event.get("event") == PYTEST_OUTCOME_EVENT:
+            if event.get(protocol.EVENT_KEY) == protocol.PYTEST_OUTCOME:
                 reason = str(event.get("reason", ""))
                 if event.get("outcome") == "xfailed":
                     pytest.xfail(reason)

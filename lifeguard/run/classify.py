@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from lifeguard.child import protocol
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import RunResult, signal_name
 from lifeguard.model.run import RunSpec
@@ -42,7 +43,7 @@ def read_events(path: Path) -> list[dict[str, Any]]:
                     event = ast.literal_eval(line.decode(errors="replace"))
                 except (ValueError, SyntaxError, MemoryError, RecursionError):
                     continue  # a line cut short by a crash mid-write
-                if isinstance(event, dict) and "event" in event:
+                if isinstance(event, dict) and protocol.EVENT_KEY in event:
                     events.append(event)
     except OSError:
         pass
@@ -50,12 +51,12 @@ def read_events(path: Path) -> list[dict[str, Any]]:
 
 
 def phase_of(events: list[dict[str, Any]], main_pid: int) -> Phase:
-    mine = {e["event"] for e in events if e.get("pid") == main_pid}
-    if "body-error" in mine:
+    mine = {e[protocol.EVENT_KEY] for e in events if e.get("pid") == main_pid}
+    if protocol.BODY_ERROR in mine:
         return Phase.RUN
-    if "body-end" in mine:
+    if protocol.BODY_END in mine:
         return Phase.EXIT
-    if "body-start" in mine:
+    if protocol.BODY_START in mine:
         return Phase.RUN
     return Phase.IMPORT
 
@@ -70,8 +71,8 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
     phase: Phase | None = phase_of(events, main_pid)
     signum = -rc if rc is not None and rc < 0 else None
     fatal = FATAL_RE.search(stderr_tail)
-    corruption = [e for e in events if e["event"] == "corrupted"]
-    forked = {e["pid"] for e in events if e["event"] == "forked"}
+    corruption = [e for e in events if e[protocol.EVENT_KEY] == protocol.CORRUPTED]
+    forked = {e["pid"] for e in events if e[protocol.EVENT_KEY] == protocol.FORKED}
     if hung:
         outcome = Outcome.HUNG
         phase = phase_at_deadline or phase
@@ -96,7 +97,7 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
             phase = phase_of(events[: events.index(corruption[0])], main_pid)
     elif rc != 0:
         outcome = Outcome.FAILED
-        errors = [e for e in events if e["event"] == "body-error" and e.get("pid") == main_pid]
+        errors = [e for e in events if e[protocol.EVENT_KEY] == protocol.BODY_ERROR and e.get("pid") == main_pid]
         reason = errors[0]["error"] if errors else f"exit code {rc}"
     elif leftovers:
         outcome = Outcome.FAILED
@@ -109,15 +110,15 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
         reason = ""
     evidence = {path.name: str(path) for path in (files.stdout, files.stderr, files.events)}
     for pid in python_stacks:
-        evidence[f"faulthandler-{pid}"] = str(run_dir / f"faulthandler-{pid}.txt")
+        evidence[f"faulthandler-{pid}"] = str(run_dir / protocol.faulthandler_file(pid))
     return RunResult(
         scenario=spec.scenario, variant=spec.variant, index=spec.index, outcome=outcome, phase=phase,
         expected=spec.expected, signal=signum, exit_code=rc, duration=round(duration, 4),
         python=spec.interpreter.version_text, run_dir=str(run_dir), reason=reason,
         fatal_error=fatal.group(1) if fatal else None,
-        corruption=[{k: v for k, v in e.items() if k not in ("event", "time")} for e in corruption],
+        corruption=[{k: v for k, v in e.items() if k not in (protocol.EVENT_KEY, "time")} for e in corruption],
         leftover_processes=leftovers, evidence=evidence, stdout_tail=stdout_tail, stderr_tail=stderr_tail,
         python_stacks=python_stacks, backtraces=backtraces,
-        events=[e for e in events if e["event"] not in ("started",)][:200],
+        events=[e for e in events if e[protocol.EVENT_KEY] != protocol.STARTED][:200],
         seed=spec.seed, perturbations=list(spec.perturbations), mode=spec.mode, replay=spec.replay,
     )

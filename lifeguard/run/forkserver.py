@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 
+from lifeguard.child import protocol
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.result import RunResult
 from lifeguard.run.supervise import (
@@ -46,7 +47,7 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         boot = (f"import sys; sys.path.insert(0, {str(child_path_dir())!r}); "
                 f"from lifeguard.child import forkserver; forkserver.serve({theirs.fileno()})")
-        env = dict(os.environ, LIFEGUARD_CHILD="1")
+        env = dict(os.environ, **{protocol.CHILD_ENV: "1"})
         self.proc = subprocess.Popen(
             [interpreter.executable, "-X", "faulthandler", "-u", "-c", boot], env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -74,10 +75,10 @@ class ForkServer:
                     line, buffer = buffer.split(b"\n", 1)
                     message = json.loads(line)
                     with self._cond:
-                        if "started" in message:
-                            self._started.append(message["started"])
+                        if protocol.SERVER_STARTED in message:
+                            self._started.append(message[protocol.SERVER_STARTED])
                         else:
-                            self._exited[message["exited"]] = message["status"]
+                            self._exited[message[protocol.SERVER_EXITED]] = message[protocol.SERVER_STATUS]
                         self._cond.notify_all()
         except OSError:
             pass
@@ -89,7 +90,7 @@ class ForkServer:
         """Ask for one run; returns the forked child's pid."""
         events_fd, out_fd, err_fd = fds
         env = child_env(spec, run_id, events_fd=events_fd)
-        line = (json.dumps({"spec": child_spec(spec), "env": env}) + "\n").encode()
+        line = (json.dumps({protocol.REQUEST_SPEC: child_spec(spec), protocol.REQUEST_ENV: env}) + "\n").encode()
         with self._send_lock:
             if self._dead:
                 raise ForkServerError("the fork-server is gone")

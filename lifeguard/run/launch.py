@@ -10,21 +10,18 @@ import functools
 import hashlib
 import os
 import shutil
-import signal
 import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lifeguard import CHILD_ENV
 from lifeguard.build import cache_dir
-from lifeguard.child import EVENTS_ENV, EVENTS_PATH_ENV, VARIANT_ENV
+from lifeguard.child import protocol
+from lifeguard.child.protocol import BOOT_SCRIPT, DUMP_SIGNAL, EVENTS_FILE
 from lifeguard.model.run import RunSpec
-from lifeguard.run.proctree import RUN_MARKER_ENV
 
 # The signal the child's faulthandler listens on for a dump of every thread.
-DUMP_SIGNAL = signal.SIGUSR2
 
 
 @functools.cache
@@ -68,7 +65,6 @@ def precompile_child_side(executable: str) -> None:
         pass
 
 
-BOOT_SCRIPT = "lifeguard_boot.py"
 
 
 def boot_script(path_dir: Path) -> Path:
@@ -94,7 +90,6 @@ def child_argv(spec: RunSpec, *, as_script: bool = False) -> list[str]:
     return [spec.interpreter.executable, "-X", "faulthandler", "-u", *spec.python_flags, *boot]
 
 
-EVENTS_FILE = "events.txt"
 
 
 @dataclass(frozen=True)
@@ -113,7 +108,7 @@ class RunFiles:
         if run_dir.exists():  # a folder left by an earlier session: its files would mix with ours
             shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True, exist_ok=True)
-        files = cls(run_dir, run_dir / "stdout.txt", run_dir / "stderr.txt", run_dir / EVENTS_FILE)
+        files = cls(run_dir, run_dir / protocol.STDOUT_FILE, run_dir / protocol.STDERR_FILE, run_dir / EVENTS_FILE)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC | os.O_CLOEXEC
         fds = (os.open(files.events, flags, 0o644), os.open(files.stdout, flags, 0o644),
                os.open(files.stderr, flags, 0o644))
@@ -137,9 +132,9 @@ def child_env(spec: RunSpec, run_id: str, *, events_fd: int | None = None,
     """The environment entries lifeguard adds for a run; the result channel is an inherited
     descriptor, or a path (for a child started by a tool that passes no descriptors)."""
     env = dict(spec.env)
-    env.update({CHILD_ENV: "1", RUN_MARKER_ENV: run_id, VARIANT_ENV: spec.variant})
+    env.update({protocol.CHILD_ENV: "1", protocol.RUN_ID_ENV: run_id, protocol.VARIANT_ENV: spec.variant})
     if events_fd is not None:
-        env[EVENTS_ENV] = str(events_fd)
+        env[protocol.EVENTS_FD_ENV] = str(events_fd)
     if events_path is not None:
-        env[EVENTS_PATH_ENV] = str(events_path)
+        env[protocol.EVENTS_PATH_ENV] = str(events_path)
     return env

@@ -16,7 +16,8 @@ import signal
 import time
 from dataclasses import dataclass
 
-RUN_MARKER_ENV = "LIFEGUARD_RUN_ID"
+from lifeguard.child.protocol import RUN_ID_ENV as RUN_MARKER_ENV
+
 PR_SET_CHILD_SUBREAPER = 36
 KILL_ROUNDS = 5
 REAP_TIMEOUT = 2.0

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from lifeguard.child.protocol import SPEC_ENV, faulthandler_file
 from lifeguard.model.outcomes import Phase
 from lifeguard.model.result import RunResult
 from lifeguard.model.run import RunSpec  # noqa: F401  (re-exported)
@@ -171,7 +172,7 @@ def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
     for pid in pids:
         if not signal_caught(pid, DUMP_SIGNAL):
             continue  # not one of ours (or not Python): the signal would kill it
-        dump = run_dir / f"faulthandler-{pid}.txt"
+        dump = run_dir / faulthandler_file(pid)
         sizes[pid] = dump.stat().st_size if dump.exists() else 0
         try:
             os.kill(pid, DUMP_SIGNAL)
@@ -183,7 +184,7 @@ def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
     while pending and time.monotonic() < deadline:
         time.sleep(0.01)
         for pid in list(pending):
-            dump = run_dir / f"faulthandler-{pid}.txt"
+            dump = run_dir / faulthandler_file(pid)
             size = dump.stat().st_size if dump.exists() else 0
             # Done when the dump grew and stopped growing between two looks.
             if size > sizes[pid] and stable.get(pid) == size:
@@ -192,7 +193,7 @@ def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
     stacks = {}
     for pid in sorted(sizes):
         try:
-            text = (run_dir / f"faulthandler-{pid}.txt").read_text(errors="replace")
+            text = (run_dir / faulthandler_file(pid)).read_text(errors="replace")
         except OSError:
             continue
         if text.strip():
@@ -209,7 +210,7 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
     run_id = uuid.uuid4().hex
     env = dict(os.environ)
     env.update(child_env(spec, run_id, events_fd=events_fd))
-    env["LIFEGUARD_SPEC"] = repr(child_spec(spec))
+    env[SPEC_ENV] = repr(child_spec(spec))
     started = time.monotonic()
     try:
         proc = subprocess.Popen(

@@ -7,6 +7,7 @@ the classic: a child forked while another thread held a lock waits forever for i
 
 from __future__ import annotations
 
+from lifeguard.child.protocol import EVENT_KEY, FORKED
 from lifeguard.diagnose.evidence import (
     FORK_FUNCTIONS,
     GIL_WAIT_FUNCTIONS,
@@ -38,7 +39,7 @@ def check(evidence: Evidence) -> list[Finding]:
     if evidence.outcome is not Outcome.HUNG:
         return []
     findings: list[Finding] = []
-    forked_pids = {e.get("pid") for e in evidence.events if e.get("event") == "forked"}
+    forked_pids = {e.get("pid") for e in evidence.events if e.get(EVENT_KEY) == FORKED}
     for process, thread in evidence.threads():
         fork_at = first_frame(thread, FORK_FUNCTIONS)
         if fork_at is None:

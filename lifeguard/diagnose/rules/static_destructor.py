@@ -8,6 +8,7 @@ or a fatal error and SIGABRT).
 
 from __future__ import annotations
 
+from lifeguard.child.protocol import ATEXIT_DONE
 from lifeguard.diagnose.evidence import (
     EXIT_HANDLER_FUNCTIONS,
     Evidence,
@@ -64,7 +65,7 @@ def check(evidence: Evidence) -> list[Finding]:
             # the user function exit() called, the frame just inside the handler.
             user = [f for f in inner if not f.is_python and f.function and not _is_runtime(f)]
             destructor = user[-1] if user else None
-        finalized = "atexit-done" in evidence.event_kinds()
+        finalized = ATEXIT_DONE in evidence.event_kinds()
         if destructor is None:
             what = "an exit handler"
         elif _is_destructor(destructor.function):
@@ -101,7 +102,7 @@ def check(evidence: Evidence) -> list[Finding]:
                      "fatal_error": evidence.fatal_error},
         ))
         break
-    if not findings and not evidence.processes and "atexit-done" in evidence.event_kinds():
+    if not findings and not evidence.processes and ATEXIT_DONE in evidence.event_kinds():
         # No native stacks (gdb missing or cores unavailable): still say what the phase means.
         findings.append(Finding(
             kind=KIND,

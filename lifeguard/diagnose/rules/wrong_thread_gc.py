@@ -8,6 +8,7 @@ The child bootstrap records collections on non-main threads (gc.callbacks).
 
 from __future__ import annotations
 
+from lifeguard.child.protocol import CORRUPTED, EVENT_KEY, GC_FOREIGN_THREAD
 from lifeguard.diagnose.evidence import Evidence, Finding, has_frame
 from lifeguard.model.outcomes import Outcome
 
@@ -40,11 +41,11 @@ def check(evidence: Evidence) -> list[Finding]:
         pass
     elif evidence.outcome is not Outcome.CRASHED or not _crashed_in_foreign_gc(evidence):
         return []
-    foreign = [e for e in evidence.events if e.get("event") == "gc-foreign-thread"]
+    foreign = [e for e in evidence.events if e.get(EVENT_KEY) == GC_FOREIGN_THREAD]
     if not foreign:
         return []
     names = sorted({f"{e.get('thread_name')} ({e.get('thread')})" for e in foreign})
-    corruption = next((e for e in evidence.events if e.get("event") == "corrupted"), None)
+    corruption = next((e for e in evidence.events if e.get(EVENT_KEY) == CORRUPTED), None)
     what = f"corruption ({corruption.get('message')})" if corruption else (evidence.signal_name or "a crash")
     summary = (f"{what} while the garbage collector ran on a non-main thread: {len(foreign)} collection(s) on "
                f"{', '.join(names)}")

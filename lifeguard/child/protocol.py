@@ -1,0 +1,73 @@
+"""Every name that crosses the line between the supervisor and the child, declared once.
+
+Both sides import this module: the supervisor (lifeguard.run, capture, diagnose) to start a child and
+read what it wrote, the child (bootstrap, the public API, the fork-server) to write it. Standard library
+only, and cheap to import: every run's start-up pays for it.
+"""
+
+from __future__ import annotations
+
+import signal
+
+# --- environment variables the supervisor sets for a child -----------------------------------------
+CHILD_ENV = "LIFEGUARD_CHILD"  # "1" inside a supervised child: @lifeguard.scenario does no bookkeeping there
+SPEC_ENV = "LIFEGUARD_SPEC"  # the run spec (SPEC_KEYS) as a Python literal
+EVENTS_FD_ENV = "LIFEGUARD_EVENTS_FD"  # the result channel: an inherited O_APPEND descriptor...
+# ...or a path, for a child started by a tool that passes no descriptors through (a replay under gdb).
+EVENTS_PATH_ENV = "LIFEGUARD_EVENTS_PATH"
+VARIANT_ENV = "LIFEGUARD_VARIANT"  # "buggy", "fixed" or "default"
+# Marks every process of a run's tree (inherited through fork and exec), so orphans can be told apart.
+RUN_ID_ENV = "LIFEGUARD_RUN_ID"
+SEED_ENV = "LIFEGUARD_SEED"  # the run's seed, for perturbations in the child and in native fixtures
+JITTER_ENV = "LIFEGUARD_JITTER_US"  # the jitter perturbation's bound, read by hook_point() and native fixtures
+
+# --- the run spec: keys of the dict in SPEC_ENV (or in a fork-server request) ----------------------
+SPEC_KEYS = (
+    "kind",  # "function", "script" or "code"
+    "path",  # scenario file or script
+    "function",  # the body's name in the scenario file
+    "code",  # for kind "code"
+    "fixture",  # the fixture module to import and pass to the body, or None
+    "fixture_dir",  # where its build is
+    "run_dir",  # the run's own folder (its working directory)
+    "dump_signal",  # the signal that asks for a faulthandler dump
+    "argv",  # a script's arguments
+    "cores",  # raise RLIMIT_CORE: a crash leaves a core for gdb
+    "seed",  # the run's seed
+    "perturbations",  # names, applied in the child (plan.perturbations)
+    "variant",  # as VARIANT_ENV
+    "exit",  # forked runs: "fast" (os._exit after flushing) or "full" (finalization)
+)
+
+# --- events: one Python-literal dict a line on the result channel ----------------------------------
+EVENT_KEY = "event"  # every record has EVENT_KEY, "pid" and "time"
+STARTED = "started"  # the bootstrap is up (python version, main thread)
+BODY_START = "body-start"
+BODY_END = "body-end"
+BODY_ERROR = "body-error"  # the body raised (the error's type and message)
+ATEXIT_DONE = "atexit-done"  # the last atexit callback ran: what follows is Py_Finalize and exit()
+FORKED = "forked"  # a forked child of the run (its parent's pid)
+GC_FOREIGN_THREAD = "gc-foreign-thread"  # a garbage collection ran on a thread other than the main one
+CORRUPTED = "corrupted"  # child.report_corruption()
+NOTE = "note"  # child.note()
+PYTEST_OUTCOME = "pytest-outcome"  # a pytest body called pytest.skip() / pytest.xfail()
+
+# --- files in the run's folder ----------------------------------------------------------------------
+EVENTS_FILE = "events.txt"
+STDOUT_FILE = "stdout.txt"
+STDERR_FILE = "stderr.txt"
+BOOT_SCRIPT = "lifeguard_boot.py"  # the bootstrap as a script, for tools that run a file (gdb)
+DUMP_SIGNAL = signal.SIGUSR2  # asks every Python process of the tree for a faulthandler dump
+
+
+def faulthandler_file(pid: int) -> str:
+    """The file a process of the run dumps its Python stacks into, in the run's folder."""
+    return f"faulthandler-{pid}.txt"
+
+
+# --- the fork-server's messages (supervisor <-> server, one JSON object each) -----------------------
+SERVER_STARTED = "started"  # server -> supervisor: {"started": pid}, in request order
+SERVER_EXITED = "exited"  # server -> supervisor: {"exited": pid, "status": wait status}
+REQUEST_SPEC = "spec"  # supervisor -> server: {"spec": SPEC_KEYS dict, "env": the run's added environment}
+REQUEST_ENV = "env"
+SERVER_STATUS = "status"  # with SERVER_EXITED: the exit code (negative: killed by that signal)

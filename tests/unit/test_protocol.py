@@ -1,0 +1,69 @@
+"""The child protocol is declared once (lifeguard.child.protocol): both sides use its names."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from lifeguard.child import protocol
+from lifeguard.interpreter import Interpreter
+from lifeguard.model.run import RunSpec
+from lifeguard.run.launch import child_env, child_spec
+
+PACKAGE = Path(protocol.__file__).resolve().parents[1]
+
+
+def spec_for_test(tmp: Path) -> RunSpec:
+    interpreter = Interpreter(executable="/usr/bin/python3", version=(3, 11, 7), include="/usr/include/python3.11",
+                              ext_suffix=".cpython-311-x86_64-linux-gnu.so", soabi="cpython-311-x86_64-linux-gnu",
+                              libdir="/usr/lib", ldlibrary="libpython3.11.so")
+    return RunSpec(scenario="s", variant="buggy", index=0, kind="function", path="s.py", function="f", code=None,
+                   interpreter=interpreter, timeout=5.0, run_dir=tmp, expected="passed")
+
+
+def test_the_supervisor_sends_exactly_the_declared_spec_keys(tmp_path: Path) -> None:
+    assert tuple(child_spec(spec_for_test(tmp_path))) == protocol.SPEC_KEYS
+
+
+def test_the_child_reads_only_declared_spec_keys() -> None:
+    used: set[str] = set()
+    for path in (PACKAGE / "child").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            # spec["key"] and spec.get("key", ...)
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "spec" \
+                    and isinstance(node.slice, ast.Constant):
+                used.add(node.slice.value)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "spec" and node.args \
+                    and isinstance(node.args[0], ast.Constant):
+                used.add(node.args[0].value)
+    assert used, "the checker found no spec reads at all"
+    # pytest bodies and probes get their own config dicts; the keys below are the run spec's.
+    assert used - {"sys_path", "qualname", "module_name"} <= set(protocol.SPEC_KEYS)
+
+
+def test_the_environment_names_come_from_the_protocol(tmp_path: Path) -> None:
+    env = child_env(spec_for_test(tmp_path), "run-1", events_fd=7)
+    assert env == {protocol.CHILD_ENV: "1", protocol.RUN_ID_ENV: "run-1", protocol.VARIANT_ENV: "buggy",
+                   protocol.EVENTS_FD_ENV: "7"}
+
+
+def test_no_protocol_name_is_spelled_outside_the_protocol() -> None:
+    """Environment variable names and file names of the boundary appear in protocol.py only."""
+    names = [value for key, value in vars(protocol).items()
+             if (key.endswith("_ENV") and str(value).startswith("LIFEGUARD_")) or key.endswith("_FILE")
+             or key == "BOOT_SCRIPT"]
+    assert len(names) >= 12
+    assert all(isinstance(name, str) for name in names)
+    spelled = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "protocol.py":
+            continue
+        text = path.read_text()
+        for name in names:
+            if re.search(rf"[\"']{re.escape(name)}[\"']", text):
+                spelled.append(f"{path.relative_to(PACKAGE)}: {name}")
+        if re.search(r"faulthandler-\{pid\}\.txt", text):
+            spelled.append(f"{path.relative_to(PACKAGE)}: faulthandler file name")
+    assert not spelled
