@@ -3,15 +3,15 @@
 gdb runs in batch mode with nothing from the user's or the system's gdb setup
 (``-nx``, auto-load off, debuginfod off: a hung child must not wait for the network),
 and sources our own script (gdb_script.py) that prints each thread as JSON behind
-markers. Every gdb call has a deadline; on expiry its whole process group is killed
-and the target gets SIGCONT, so no process of a run is ever left stopped.
+markers (parsed by gdb_parse). Every gdb call has a deadline; on expiry its whole
+process group is killed and the target gets SIGCONT, so no process of a run is ever
+left stopped.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 import re
 import shlex
@@ -23,33 +23,22 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
+from lifeguard.capture.gdb_parse import GdbRun, build_stacks
+from lifeguard.capture.procstate import STOPPED_STATES, ZOMBIE_STATES, ProcInfo, proc_info, process_state
+from lifeguard.capture.python_gdb import find_python_gdb, python_gdb_for_pid
 from lifeguard.errors import GdbNotFoundError
-from lifeguard.model.stacks import Frame, ProcessStacks, SignalInfo, ThreadStack, infer_gil
+from lifeguard.model.stacks import ProcessStacks
 
 GDB_SCRIPT = Path(__file__).with_name("gdb_script.py")
-MARKER = "LIFEGUARD-"
 DEFAULT_LIVE_TIMEOUT = 10.0
 DEFAULT_CORE_TIMEOUT = 30.0
 # Parallel gdb processes: each one is mostly symbol loading (CPU), so more than a
 # few only queue up, while the supervisor needs every process of a tree captured.
 MAX_PARALLEL_GDB = 8
 VERSION_TIMEOUT = 10.0
-STDERR_TAIL_LINES = 5
 RESUME_ATTEMPTS = 3
-STOPPED_STATES = ("T", "t")
-ZOMBIE_STATES = ("Z", "X")
-PTRACE_HINT = (
-    "is another debugger attached? Otherwise attaching needs root, CAP_SYS_PTRACE, "
-    "or /proc/sys/kernel/yama/ptrace_scope set to 0"
-)
-
-# Where Debian/Fedora install python-gdb extensions of a distribution Python
-# (python3.X-dbg): the objfile's absolute path below this folder, plus "-gdb.py".
-SYSTEM_AUTO_LOAD_DIR = Path("/usr/share/gdb/auto-load")
-_LIBPYTHON = re.compile(r"libpython\d+\.\d+[a-z]*\.so[.\d]*$")
-
 
 def gdb_path() -> str | None:
     """The real gdb binary on PATH, symlinks resolved, or None."""
@@ -124,95 +113,6 @@ def require_gdb() -> str:
     return binary
 
 
-def find_python_gdb(python_exe: str | os.PathLike[str]) -> Path | None:
-    """The interpreter's own python-gdb extension (what ``py-bt`` needs), or None.
-
-    CPython installs it beside the executable ("python3.11-gdb.py", what pyenv and
-    a source build do) or beside a shared libpython ("libpython3.11.so.1.0-gdb.py");
-    distributions put it under /usr/share/gdb/auto-load/<objfile path>-gdb.py.
-    Only the extension that belongs to this very interpreter is useful: its
-    struct layouts are version specific.
-    """
-    exe = Path(os.path.realpath(python_exe))
-    candidates = [exe.with_name(exe.name + "-gdb.py")]
-    candidates += [library.with_name(library.name + "-gdb.py") for library in _libpythons_beside(exe)]
-    candidates += [SYSTEM_AUTO_LOAD_DIR / str(path).lstrip("/") for path in candidates]
-    return next((c for c in candidates if c.is_file()), None)
-
-
-def _libpythons_beside(exe: Path) -> list[Path]:
-    """The shared libpython of the same version in the installation prefix (<prefix>/lib).
-
-    Only when the executable's name tells its version ("python3.11"): a prefix
-    such as /usr may hold the libraries of several Pythons.
-    """
-    version = re.fullmatch(r"python(\d+\.\d+[a-z]*)", exe.name)
-    if version is None:
-        return []
-    lib_dir = exe.parent.parent / "lib"
-    try:
-        return sorted(p for p in lib_dir.glob(f"libpython{version.group(1)}.so*") if _LIBPYTHON.match(p.name))
-    except OSError:
-        return []
-
-
-def _python_gdb_for_pid(pid: int, exe: str | None) -> Path | None:
-    """python-gdb extension of a live process: from its executable or its mapped libpython."""
-    if exe:
-        found = find_python_gdb(exe)
-        if found:
-            return found
-    for library in _mapped_libpythons(pid):
-        candidate = library.with_name(library.name + "-gdb.py")
-        for path in (candidate, SYSTEM_AUTO_LOAD_DIR / str(candidate).lstrip("/")):
-            if path.is_file():
-                return path
-    return None
-
-
-def _mapped_libpythons(pid: int) -> list[Path]:
-    try:
-        maps = Path(f"/proc/{pid}/maps").read_text()
-    except OSError:
-        return []
-    paths = {line.split(None, 5)[-1] for line in maps.splitlines() if line.count(" ") >= 5}
-    return sorted(Path(p) for p in paths if p.startswith("/") and _LIBPYTHON.match(Path(p).name))
-
-
-@dataclasses.dataclass(frozen=True)
-class _ProcInfo:
-    ppid: int | None
-    exe: str | None
-    cmdline: tuple[str, ...]
-
-
-def _proc_info(pid: int) -> _ProcInfo:
-    ppid = None
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        # The command name may contain spaces and parentheses: fields start after the last ")".
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        pass
-    try:
-        exe: str | None = os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        exe = None
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-        cmdline = tuple(part.decode(errors="replace") for part in raw.split(b"\0") if part)
-    except OSError:
-        cmdline = ()
-    return _ProcInfo(ppid, exe, cmdline)
-
-
-def _thread_name(pid: int, tid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip() or None
-    except OSError:
-        return None
-
-
 def _gdb_command(gdb: str, cache_dir: Path | None, call: str, exe: str | None = None) -> list[str]:
     settings = [
         "set auto-load off",
@@ -238,16 +138,7 @@ def _gdb_command(gdb: str, cache_dir: Path | None, call: str, exe: str | None = 
     return command
 
 
-@dataclasses.dataclass(frozen=True)
-class _GdbRun:
-    stdout: str
-    stderr: str
-    timed_out: bool
-    returncode: int | None
-    duration: float
-
-
-def _run_gdb(command: Sequence[str], timeout: float, on_timeout: Callable[[], None] | None = None) -> _GdbRun:
+def _run_gdb(command: Sequence[str], timeout: float, on_timeout: Callable[[], None] | None = None) -> GdbRun:
     """Run gdb in its own session with output to files; kill its group at the deadline."""
     started = time.monotonic()
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
@@ -268,7 +159,7 @@ def _run_gdb(command: Sequence[str], timeout: float, on_timeout: Callable[[], No
             process.wait()
             if on_timeout is not None:
                 on_timeout()
-        return _GdbRun(
+        return GdbRun(
             stdout=_read_all(stdout),
             stderr=_read_all(stderr),
             timed_out=timed_out,
@@ -301,112 +192,8 @@ def _resume(pid: int) -> None:
             os.kill(pid, signal.SIGCONT)
         except (ProcessLookupError, PermissionError):
             return
-        if _process_state(pid) not in STOPPED_STATES:
+        if process_state(pid) not in STOPPED_STATES:
             return
-
-
-def _process_state(pid: int) -> str | None:
-    """One-letter state from /proc/PID/stat ("S", "R", "T" stopped, "t" traced, "Z")."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
-@dataclasses.dataclass
-class _Parsed:
-    target: dict[str, Any] | None = None
-    threads: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    notes: list[str] = dataclasses.field(default_factory=list)
-    error: str | None = None
-    done: bool = False
-
-
-def _parse_output(stdout: str) -> _Parsed:
-    parsed = _Parsed()
-    for line in stdout.splitlines():
-        if not line.startswith(MARKER):
-            continue
-        kind, _, payload = line[len(MARKER) :].partition(" ")
-        try:
-            record = json.loads(payload) if payload else {}
-        except json.JSONDecodeError:
-            continue  # a line cut by a timeout kill
-        if kind == "TARGET":
-            parsed.target = record
-        elif kind == "THREAD":
-            parsed.threads.append(record)
-        elif kind == "NOTE":
-            parsed.notes.append(str(record.get("message")))
-        elif kind == "ERROR":
-            parsed.error = str(record.get("message"))
-        elif kind == "DONE":
-            parsed.done = True
-    return parsed
-
-
-def _stderr_tail(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    return " | ".join(lines[-STDERR_TAIL_LINES:])
-
-
-def _build_stacks(
-    pid: int | None,
-    info: _ProcInfo,
-    run: _GdbRun,
-    *,
-    mode: str,
-    timeout: float,
-    thread_names_from_proc: bool,
-) -> ProcessStacks:
-    parsed = _parse_output(run.stdout)
-    target = parsed.target or {}
-    if pid is None:  # a core: the dumped process's pid as gdb read it from the core
-        pid = int(target.get("pid") or 0)
-    gil_locked = target.get("gil_locked")
-    gil_holder = target.get("gil_holder")
-    threads = []
-    for record in parsed.threads:
-        frames = tuple(Frame.from_dict(f) for f in record.get("frames", ()))
-        tid = int(record["tid"])
-        name = _thread_name(pid, tid) if thread_names_from_proc else None
-        pthread_id = record.get("handle")
-        threads.append(
-            ThreadStack(
-                tid=tid,
-                name=name or record.get("name"),
-                gil=infer_gil(frames, pthread_id, gil_locked, gil_holder),
-                frames=frames,
-                pthread_id=pthread_id,
-            )
-        )
-    error = parsed.error
-    if error and "Operation not permitted" in error:
-        error += f" ({PTRACE_HINT})"
-    if run.timed_out:
-        error = f"gdb timed out after {timeout:g}s ({len(threads)} threads captured before)"
-    elif error is None and not parsed.done:
-        tail = _stderr_tail(run.stderr)
-        error = f"gdb ended without a capture (exit status {run.returncode}): {tail or 'no output'}"
-    backend = mode if mode in ("core", "replay") else "gdb"
-    if target.get("python_gdb"):
-        backend += "+python-gdb"
-    signal_record = target.get("signal")
-    if not info.cmdline and target.get("psargs"):
-        info = dataclasses.replace(info, cmdline=tuple(target["psargs"].split()))
-    return ProcessStacks(
-        pid=pid,
-        ppid=info.ppid,
-        exe=info.exe,
-        cmdline=info.cmdline,
-        backend=backend,
-        threads=tuple(threads),
-        error=error,
-        signal=SignalInfo.from_dict(signal_record) if signal_record else None,
-        notes=tuple(parsed.notes),
-        duration=round(run.duration, 3),
-    )
 
 
 def _usable_cache_dir(cache_dir: Path | None) -> Path | None:
@@ -437,18 +224,18 @@ def _capture_one(
 ) -> ProcessStacks:
     """Backtraces of every thread of one live process (see capture_live)."""
     gdb = require_gdb()
-    info = _proc_info(pid)
-    state = _process_state(pid)
+    info = proc_info(pid)
+    state = process_state(pid)
     if state is None or state in ZOMBIE_STATES:
         # Nothing to attach to: say so plainly rather than with gdb's ptrace errors.
         reason = "No such process" if state is None else "the process has exited (a zombie not yet reaped)"
         return ProcessStacks(pid=pid, ppid=info.ppid, exe=info.exe, cmdline=info.cmdline, error=reason)
-    found = _python_gdb_for_pid(pid, info.exe) if python_frames and python_gdb is None else None
+    found = python_gdb_for_pid(pid, info.exe) if python_frames and python_gdb is None else None
     script = _python_gdb_argument(python_gdb, python_frames, found)
     cache_dir = _usable_cache_dir(cache_dir)
     call = f"capture_live({int(pid)}, {script!r})"
     run = _run_gdb(_gdb_command(gdb, cache_dir, call), timeout, on_timeout=lambda: _resume(pid))
-    return _build_stacks(pid, info, run, mode="live", timeout=timeout, thread_names_from_proc=True)
+    return build_stacks(pid, info, run, mode="live", timeout=timeout, thread_names_from_proc=True)
 
 
 def capture_live(
@@ -506,8 +293,8 @@ def analyse_core(
     cache_dir = _usable_cache_dir(cache_dir)
     call = f"capture_core({str(core_path.resolve())!r}, {script!r})"
     run = _run_gdb(_gdb_command(gdb, cache_dir, call, exe=exe), timeout)
-    info = _ProcInfo(ppid=None, exe=exe, cmdline=())
-    return _build_stacks(None, info, run, mode="core", timeout=timeout, thread_names_from_proc=False)
+    info = ProcInfo(ppid=None, exe=exe, cmdline=())
+    return build_stacks(None, info, run, mode="core", timeout=timeout, thread_names_from_proc=False)
 
 
 def replay_crash(
@@ -547,6 +334,6 @@ def replay_crash(
     # -iex settings first, then the script and the call, then the program and its arguments.
     command = [command[0], *extra, *command[1:], exe]
     run = _run_gdb(command, timeout)
-    info = _ProcInfo(ppid=None, exe=exe, cmdline=tuple(argv))
-    stacks = _build_stacks(None, info, run, mode="replay", timeout=timeout, thread_names_from_proc=False)
+    info = ProcInfo(ppid=None, exe=exe, cmdline=tuple(argv))
+    stacks = build_stacks(None, info, run, mode="replay", timeout=timeout, thread_names_from_proc=False)
     return stacks

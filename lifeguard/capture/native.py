@@ -7,23 +7,25 @@ Without gdb, lifeguard still runs and keeps the faulthandler evidence.
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from lifeguard.build import cache_dir
+from lifeguard.capture.faulthandler import merge_faulthandler
+from lifeguard.capture.gdb import analyse_core, capture_live, gdb_available, replay_crash
 from lifeguard.child import protocol
+from lifeguard.model.run import RunSpec
 from lifeguard.model.stacks import ProcessStacks, render_text
 from lifeguard.run.launch import child_argv, child_env, child_spec
-from lifeguard.run.supervise import CaptureHook, HangContext, RunSpec
+from lifeguard.run.supervise import CaptureHook, HangContext
 
 HANG_CAPTURE_TIMEOUT = 20.0
 CORE_ANALYSIS_TIMEOUT = 60.0
 
 
 def gdb_missing_note() -> str | None:
-    from lifeguard.capture import gdb_available
-
     if gdb_available() is None:
         return "gdb not found: native stacks are not captured (apt-get install gdb); faulthandler evidence only"
     return None
@@ -31,8 +33,6 @@ def gdb_missing_note() -> str | None:
 
 def _merge_python(process: ProcessStacks, python_stacks: dict[str, str]) -> ProcessStacks:
     """Attach faulthandler Python frames where python-gdb gave none."""
-    from lifeguard.capture import merge_faulthandler
-
     dump = python_stacks.get(str(process.pid))
     if not dump or any(t.python_frames for t in process.threads):
         return process
@@ -46,8 +46,6 @@ def process_dicts(processes: list[ProcessStacks]) -> list[dict[str, Any]]:
 
 def gdb_hang_hook(context: HangContext) -> list[dict[str, Any]]:
     """Native backtraces of every live process of a hung run's tree."""
-    from lifeguard.capture import capture_live
-
     processes = capture_live(context.pids, timeout=HANG_CAPTURE_TIMEOUT, cache_dir=cache_dir() / "gdb-index")
     return process_dicts(processes)
 
@@ -68,15 +66,11 @@ def merge_python_stacks(backtraces: list[dict[str, Any]], python_stacks: dict[st
 
 def native_capture_hooks() -> tuple[CaptureHook, ...]:
     """The hang capture hooks available here; empty when gdb is missing."""
-    from lifeguard.capture import gdb_available
-
     return (gdb_hang_hook,) if gdb_available() else ()
 
 
 def analyse_crash_cores(cores: list[Path], executable: str, *, keep: bool = False) -> list[dict[str, Any]]:
     """Backtraces from the core files a crashed run left (cores.find_cores); deleted unless ``keep``."""
-    from lifeguard.capture import analyse_core, gdb_available
-
     if not cores:
         return []
     if gdb_available() is None:
@@ -98,10 +92,6 @@ REPLAY_TIMEOUT_MARGIN = 30.0
 
 def replay_under_gdb(spec: RunSpec) -> list[dict[str, Any]]:
     """Rerun a crashed run under gdb (in ``<run>/replay/``) and capture it where it stops."""
-    import uuid
-
-    from lifeguard.capture import gdb_available, replay_crash
-
     if gdb_available() is None:
         return [{"error": "a replay under gdb needs gdb (apt-get install gdb)"}]
     folder = spec.run_dir / "replay"
