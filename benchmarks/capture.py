@@ -191,7 +191,7 @@ def deadline_to_evidence(runs: int) -> float:
             results.extend(session.results)
     spent = []
     for result in results:
-        threads = sum(len(b.get("threads", [])) for b in result.backtraces)
+        threads = sum(len(b.threads) for b in result.backtraces)
         if result.outcome.value != "hung" or threads != 3:
             raise SystemExit(f"unexpected hang evidence: {result} ({threads} threads)")
         spent.append(result.duration - 1.0)

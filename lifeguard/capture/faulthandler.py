@@ -110,4 +110,4 @@ def merge_faulthandler(process: ProcessStacks, faulthandler_text: str) -> Proces
         threads.append(thread)
     if not merged_any:
         return process
-    return dataclasses.replace(process, threads=tuple(threads), backend=f"{process.backend}+faulthandler")
+    return dataclasses.replace(process, threads=tuple(threads), faulthandler=True)

@@ -12,7 +12,7 @@ import json
 from typing import Any, Literal, TypedDict, cast
 
 from lifeguard.capture.procstate import ProcInfo, thread_name
-from lifeguard.model.stacks import Frame, ProcessStacks, SignalInfo, ThreadStack, infer_gil
+from lifeguard.model.stacks import Backend, Frame, ProcessStacks, SignalInfo, ThreadStack, infer_gil
 
 MARKER = "LIFEGUARD-"
 STDERR_TAIL_LINES = 5
@@ -135,9 +135,7 @@ def build_stacks(
     elif error is None and not parsed.done:
         tail = _stderr_tail(run.stderr)
         error = f"gdb ended without a capture (exit status {run.returncode}): {tail or 'no output'}"
-    backend: str = mode if mode in ("core", "replay") else "gdb"
-    if target.get("python_gdb"):
-        backend += "+python-gdb"
+    backend = Backend(mode) if mode in (Backend.CORE.value, Backend.REPLAY.value) else Backend.GDB
     signal_record = target.get("signal")
     if not info.cmdline and target.get("psargs"):
         info = dataclasses.replace(info, cmdline=tuple(target["psargs"].split()))
@@ -147,6 +145,7 @@ def build_stacks(
         exe=info.exe,
         cmdline=info.cmdline,
         backend=backend,
+        python_gdb=bool(target.get("python_gdb")),
         threads=tuple(threads),
         error=error,
         signal=SignalInfo.from_dict(signal_record) if signal_record else None,

@@ -10,14 +10,13 @@ import os
 import uuid
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from lifeguard.build import cache_dir
 from lifeguard.capture.faulthandler import merge_faulthandler
 from lifeguard.capture.gdb import analyse_core, capture_live, gdb_available, replay_crash
 from lifeguard.child import protocol
 from lifeguard.model.run import RunSpec
-from lifeguard.model.stacks import ProcessStacks, render_text
+from lifeguard.model.stacks import ProcessStacks
 from lifeguard.run.launch import child_argv, child_env, child_spec
 from lifeguard.run.supervise import CaptureHook, HangContext
 
@@ -39,29 +38,14 @@ def _merge_python(process: ProcessStacks, python_stacks: dict[str, str]) -> Proc
     return merge_faulthandler(process, dump)
 
 
-def process_dicts(processes: list[ProcessStacks]) -> list[dict[str, Any]]:
-    """Backtraces as they go into report.json: one dict per process, with its text rendering."""
-    return [{**p.to_dict(), "text": render_text([p])} for p in processes]
-
-
-def gdb_hang_hook(context: HangContext) -> list[dict[str, Any]]:
+def gdb_hang_hook(context: HangContext) -> list[ProcessStacks]:
     """Native backtraces of every live process of a hung run's tree."""
-    processes = capture_live(context.pids, timeout=HANG_CAPTURE_TIMEOUT, cache_dir=cache_dir() / "gdb-index")
-    return process_dicts(processes)
+    return capture_live(context.pids, timeout=HANG_CAPTURE_TIMEOUT, cache_dir=cache_dir() / "gdb-index")
 
 
-def merge_python_stacks(backtraces: list[dict[str, Any]], python_stacks: dict[str, str]) -> list[dict[str, Any]]:
+def merge_python_stacks(backtraces: list[ProcessStacks], python_stacks: dict[str, str]) -> list[ProcessStacks]:
     """Give native stacks without Python frames (no python-gdb) the faulthandler ones."""
-    merged = []
-    for item in backtraces:
-        if "pid" in item and "threads" in item and str(item["pid"]) in python_stacks:
-            process = ProcessStacks.from_dict(item)
-            updated = _merge_python(process, python_stacks)
-            if updated is not process:
-                merged.extend(process_dicts([updated]))
-                continue
-        merged.append(item)
-    return merged
+    return [_merge_python(process, python_stacks) for process in backtraces]
 
 
 def native_capture_hooks() -> tuple[CaptureHook, ...]:
@@ -69,31 +53,34 @@ def native_capture_hooks() -> tuple[CaptureHook, ...]:
     return (gdb_hang_hook,) if gdb_available() else ()
 
 
-def analyse_crash_cores(cores: list[Path], executable: str, *, keep: bool = False) -> list[dict[str, Any]]:
-    """Backtraces from the core files a crashed run left (cores.find_cores); deleted unless ``keep``."""
+def analyse_crash_cores(cores: list[Path], executable: str, *,
+                        keep: bool = False) -> tuple[list[ProcessStacks], list[str]]:
+    """Backtraces from the core files a crashed run left (cores.find_cores), and notes on what could
+    not be read; the cores are deleted unless ``keep``."""
     if not cores:
-        return []
+        return [], []
     if gdb_available() is None:
         if not keep:
             for core in cores:
                 os.unlink(core)
-        return [{"error": "a core file was written but gdb is missing to read it (apt-get install gdb)"}]
+        return [], ["a core file was written but gdb is missing to read it (apt-get install gdb)"]
     processes = []
     for core in cores:
         processes.append(analyse_core(core, executable, timeout=CORE_ANALYSIS_TIMEOUT,
                                       cache_dir=cache_dir() / "gdb-index"))
         if not keep:
             os.unlink(core)
-    return process_dicts(processes)
+    return processes, []
 
 
 REPLAY_TIMEOUT_MARGIN = 30.0
 
 
-def replay_under_gdb(spec: RunSpec) -> list[dict[str, Any]]:
-    """Rerun a crashed run under gdb (in ``<run>/replay/``) and capture it where it stops."""
+def replay_under_gdb(spec: RunSpec) -> tuple[list[ProcessStacks], list[str]]:
+    """Rerun a crashed run under gdb (in ``<run>/replay/``) and capture it where it stops; notes on
+    what could not be done."""
     if gdb_available() is None:
-        return [{"error": "a replay under gdb needs gdb (apt-get install gdb)"}]
+        return [], ["a replay under gdb needs gdb (apt-get install gdb)"]
     folder = spec.run_dir / "replay"
     folder.mkdir(parents=True, exist_ok=True)
     replayed = replace(spec, run_dir=folder, cores=False)
@@ -105,4 +92,4 @@ def replay_under_gdb(spec: RunSpec) -> list[dict[str, Any]]:
                            stdout_path=folder / protocol.STDOUT_FILE, stderr_path=folder / protocol.STDERR_FILE,
                            timeout=spec.timeout + REPLAY_TIMEOUT_MARGIN,
                            cache_dir=cache_dir() / "gdb-index")
-    return process_dicts([process])
+    return [process], []

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lifeguard.diagnose.evidence import Evidence, Finding
+from lifeguard.diagnose.evidence import Evidence
 from lifeguard.diagnose.rules.fork_deadlock import check as fork_deadlock
 from lifeguard.diagnose.rules.generic import check as generic
 from lifeguard.diagnose.rules.gil_deadlock import check as gil_deadlock
 from lifeguard.diagnose.rules.static_destructor import check as static_destructor
 from lifeguard.diagnose.rules.unregistered_thread import check as unregistered_thread
 from lifeguard.diagnose.rules.wrong_thread_gc import check as wrong_thread_gc
-from lifeguard.model.result import RunResult
+from lifeguard.model.result import Finding, RunResult
 
 Rule = Callable[[Evidence], list[Finding]]
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from lifeguard.child.protocol import EVENT_KEY
 from lifeguard.model.outcomes import Outcome, Phase
-from lifeguard.model.result import RunResult
+from lifeguard.model.result import Event, RunResult, ThreadRef
 from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack
 
 # Native functions a thread sits in while it blocks (libc spellings vary by version).
@@ -34,25 +32,6 @@ INTERPRETER_LIBS = ("libpython", "/python3", "/python")
 
 
 @dataclass(frozen=True)
-class Finding:
-    """One explanation: a stable kind, a one-line summary, who is involved, and what to do."""
-
-    kind: str
-    summary: str
-    hint: str
-    threads: tuple[dict[str, Any], ...] = ()  # {"pid", "tid", "name", "role"}
-    frames: tuple[str, ...] = ()  # the frames that make the case, rendered
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "summary": self.summary, "hint": self.hint, "threads": list(self.threads),
-                "frames": list(self.frames), "details": self.details}
-
-    def __str__(self) -> str:
-        return f"[{self.kind}] {self.summary}"
-
-
-@dataclass(frozen=True)
 class Evidence:
     """What the rules look at: the outcome, the events and every captured stack."""
 
@@ -64,16 +43,12 @@ class Evidence:
     stderr_tail: str
     processes: tuple[ProcessStacks, ...]
     python_stacks: dict[str, str]
-    events: tuple[dict[str, Any], ...]
+    events: tuple[Event, ...]
 
     @classmethod
     def of(cls, result: RunResult) -> Evidence:
-        processes = []
-        for item in result.backtraces:
-            if "pid" in item and "threads" in item:
-                processes.append(ProcessStacks.from_dict(item))
         return cls(result.outcome, result.phase, result.signal, result.signal_name, result.fatal_error,
-                   result.stderr_tail, tuple(processes), dict(result.python_stacks), tuple(result.events))
+                   result.stderr_tail, result.backtraces, dict(result.python_stacks), result.events)
 
     @property
     def failed(self) -> bool:
@@ -83,7 +58,7 @@ class Evidence:
         return [(p, t) for p in self.processes for t in p.threads]
 
     def event_kinds(self) -> set[str]:
-        return {e.get(EVENT_KEY, "") for e in self.events}
+        return {e.name for e in self.events}
 
 
 def matches(function: str | None, names: tuple[str, ...]) -> bool:
@@ -121,8 +96,8 @@ def has_frame(thread: ThreadStack, names: tuple[str, ...]) -> bool:
     return first_frame(thread, names) is not None
 
 
-def thread_ref(process: ProcessStacks, thread: ThreadStack, role: str) -> dict[str, Any]:
-    return {"pid": process.pid, "tid": thread.tid, "name": thread.name, "role": role}
+def thread_ref(process: ProcessStacks, thread: ThreadStack, role: str) -> ThreadRef:
+    return ThreadRef(process.pid, thread.tid, thread.name, role)
 
 
 def caller_outside(thread: ThreadStack, start: int, skip: tuple[str, ...] = ()) -> Frame | None:

@@ -13,8 +13,9 @@ from lifeguard.capture.cores import core_setup, find_cores
 from lifeguard.capture.native import analyse_crash_cores, gdb_missing_note, merge_python_stacks, replay_under_gdb
 from lifeguard.diagnose import diagnose
 from lifeguard.model.outcomes import Outcome
-from lifeguard.model.result import RunResult
-from lifeguard.model.run import RunSpec
+from lifeguard.model.result import Finding, RunResult
+from lifeguard.model.run import BacktraceMethod, RunSpec
+from lifeguard.model.stacks import render_text
 
 
 def explain(spec: RunSpec, result: RunResult) -> RunResult:
@@ -28,7 +29,7 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
         backtraces = merge_python_stacks(backtraces, result.python_stacks)
     cores = find_cores(spec.run_dir) if spec.cores else []
     if spec.cores and (result.outcome is Outcome.CRASHED or cores):
-        replay = spec.backtrace == "replay"
+        replay = spec.backtrace is BacktraceMethod.REPLAY
         if not replay and not cores:
             setup = core_setup()
             if not setup.usable:
@@ -36,9 +37,11 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
                 replay = result.outcome is Outcome.CRASHED
         try:
             if replay:
-                backtraces.extend(replay_under_gdb(spec))
+                processes, problems = replay_under_gdb(spec)
             else:
-                backtraces.extend(analyse_crash_cores(cores, spec.interpreter.executable, keep=spec.keep_cores))
+                processes, problems = analyse_crash_cores(cores, spec.interpreter.executable, keep=spec.keep_cores)
+            backtraces.extend(processes)
+            notes.extend(problems)
         except Exception as exc:  # evidence is best effort; the outcome stands
             notes.append(f"native crash analysis failed: {exc!r}")
     if not spec.cores and result.outcome in (Outcome.CRASHED, Outcome.HUNG):
@@ -47,11 +50,11 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
         missing = gdb_missing_note()
         if missing:
             notes.append(missing)
-    result = replace(result, backtraces=backtraces, notes=notes)
+    result = replace(result, backtraces=tuple(backtraces), notes=tuple(notes))
     try:
-        findings = [f.to_dict() for f in diagnose(result)]
+        findings = tuple(diagnose(result))
     except Exception as exc:  # a rule's bug must not lose the run
-        findings = [{"kind": "internal", "summary": f"diagnosis failed: {exc!r}", "hint": ""}]
+        findings = (Finding("internal", f"diagnosis failed: {exc!r}", ""),)
     result = replace(result, findings=findings)
     return replace(result, evidence={**result.evidence, **write_artifacts(result)})
 
@@ -60,20 +63,18 @@ def write_artifacts(result: RunResult) -> dict[str, str]:
     """The readable evidence of a failed run, as files in its folder."""
     run_dir = Path(result.run_dir)
     written = {}
-    texts = [b["text"] for b in result.backtraces if b.get("text")]
-    errors = [b["error"] for b in result.backtraces if b.get("error") and not b.get("text")]
-    if texts or errors:
+    if result.backtraces:
         path = run_dir / "backtraces.txt"
-        path.write_text("\n".join(texts + [f"capture error: {e}" for e in errors]))
+        path.write_text("\n".join(render_text([process]) for process in result.backtraces))
         written["backtraces"] = str(path)
     if result.findings:
         path = run_dir / "findings.txt"
         lines = []
         for finding in result.findings:
-            lines.append(f"[{finding.get('kind')}] {finding.get('summary')}")
-            lines.extend(f"    {frame}" for frame in finding.get("frames", []))
-            if finding.get("hint"):
-                lines.append(f"  fix: {finding['hint']}")
+            lines.append(str(finding))
+            lines.extend(f"    {frame}" for frame in finding.frames)
+            if finding.hint:
+                lines.append(f"  fix: {finding.hint}")
         path.write_text("\n".join(lines) + "\n")
         written["findings"] = str(path)
     return written

@@ -1,16 +1,20 @@
-"""Run results: one frozen record per run, read by every sink alike."""
+"""Run results: one frozen record per run with its evidence as typed records, and the session they
+make up. Every sink reads these; only the JSON sinks turn them into dicts (``to_dict``)."""
 
 from __future__ import annotations
 
 import signal as signal_module
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome, Phase, Verdict
+from lifeguard.model.run import StartMode
 from lifeguard.model.scenario import Scenario
+from lifeguard.model.stacks import ProcessStacks, render_text
 from lifeguard.model.stats import SeriesStats
 
 
@@ -21,6 +25,104 @@ def signal_name(signum: int | None) -> str | None:
         return signal_module.Signals(signum).name
     except ValueError:
         return f"SIG{signum}"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One record of the run's result channel (names in lifeguard.child.protocol)."""
+
+    name: str  # "started", "forked", "gc-foreign-thread", ...
+    pid: int | None = None
+    time: float | None = None
+    fields: dict[str, Any] = field(default_factory=dict)  # the rest of the record
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.fields.get(key, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": self.name, "pid": self.pid, "time": self.time, **self.fields}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Event:
+        rest = {k: v for k, v in data.items() if k not in ("event", "pid", "time")}
+        return cls(str(data.get("event", "")), data.get("pid"), data.get("time"), rest)
+
+
+@dataclass(frozen=True)
+class Corruption:
+    """Broken data a scenario reported (child.report_corruption)."""
+
+    pid: int | None
+    message: str
+    data_hex: str = ""
+    data_len: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pid": self.pid, "message": self.message, "data_hex": self.data_hex, "data_len": self.data_len}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Corruption:
+        return cls(data.get("pid"), str(data.get("message", "")), str(data.get("data_hex", "")),
+                   int(data.get("data_len", 0)))
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A process of the run's tree still alive after the main process exited."""
+
+    pid: int
+    comm: str
+    ppid: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pid": self.pid, "comm": self.comm, "ppid": self.ppid}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Leftover:
+        return cls(int(data["pid"]), str(data.get("comm", "?")), data.get("ppid"))
+
+
+@dataclass(frozen=True)
+class ThreadRef:
+    """A thread a finding is about, and its part in the story ("holds the GIL", "forks", ...)."""
+
+    pid: int
+    tid: int
+    name: str | None
+    role: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pid": self.pid, "tid": self.tid, "name": self.name, "role": self.role}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ThreadRef:
+        return cls(int(data["pid"]), int(data["tid"]), data.get("name"), str(data.get("role", "")))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One explanation: a stable kind, a one-line summary, who is involved, and what to do."""
+
+    kind: str
+    summary: str
+    hint: str
+    threads: tuple[ThreadRef, ...] = ()
+    frames: tuple[str, ...] = ()  # the frames that make the case, rendered
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "summary": self.summary, "hint": self.hint,
+                "threads": [t.to_dict() for t in self.threads], "frames": list(self.frames),
+                "details": self.details}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
+        return cls(str(data["kind"]), str(data.get("summary", "")), str(data.get("hint", "")),
+                   tuple(ThreadRef.from_dict(t) for t in data.get("threads", ())),
+                   tuple(data.get("frames", ())), dict(data.get("details") or {}))
+
+    def __str__(self) -> str:
+        return f"[{self.kind}] {self.summary}"
 
 
 @dataclass(frozen=True)
@@ -40,19 +142,19 @@ class RunResult:
     run_dir: str
     reason: str = ""  # one line: why this outcome
     fatal_error: str | None = None
-    corruption: list[dict[str, Any]] = field(default_factory=list)
-    leftover_processes: list[dict[str, Any]] = field(default_factory=list)
+    corruption: tuple[Corruption, ...] = ()
+    leftover_processes: tuple[Leftover, ...] = ()
     evidence: dict[str, str] = field(default_factory=dict)  # name -> path
     stdout_tail: str = ""
     stderr_tail: str = ""
     python_stacks: dict[str, str] = field(default_factory=dict)  # pid -> faulthandler dump
-    backtraces: list[dict[str, Any]] = field(default_factory=list)
-    findings: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # about the evidence itself (e.g. gdb missing)
+    backtraces: tuple[ProcessStacks, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    events: tuple[Event, ...] = ()
+    notes: tuple[str, ...] = ()  # about the evidence itself (e.g. gdb missing)
     seed: int = 0  # replay this run with --seed
-    perturbations: list[str] = field(default_factory=list)
-    mode: str = "fresh"  # "fresh", "fork-server/fast" or "fork-server/full"
+    perturbations: tuple[str, ...] = ()
+    mode: StartMode = StartMode.FRESH
     finished_at: float = 0.0  # seconds since the session started
     replay: str = ""  # the command that reruns this run
 
@@ -66,18 +168,42 @@ class RunResult:
         return f"{self.scenario}[{self.variant}]#{self.index}: {self.outcome.value}{where}{how} in {self.duration:.2f}s"
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["outcome"] = self.outcome.value
-        data["phase"] = self.phase.value if self.phase else None
-        data["signal_name"] = self.signal_name
+        """The run as report.json and results.jsonl hold it (schema in README.md)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data.update(
+            outcome=self.outcome.value,
+            phase=self.phase.value if self.phase else None,
+            signal_name=self.signal_name,
+            corruption=[c.to_dict() for c in self.corruption],
+            leftover_processes=[p.to_dict() for p in self.leftover_processes],
+            evidence=dict(self.evidence),
+            python_stacks=dict(self.python_stacks),
+            # Each process with its text rendering, as the terminal and backtraces.txt show it.
+            backtraces=[{**p.to_dict(), "text": render_text([p])} for p in self.backtraces],
+            findings=[f.to_dict() for f in self.findings],
+            events=[e.to_dict() for e in self.events],
+            notes=list(self.notes),
+            perturbations=list(self.perturbations),
+            mode=self.mode.value,
+        )
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunResult:
-        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        fields["outcome"] = Outcome(data["outcome"])
-        fields["phase"] = Phase(data["phase"]) if data.get("phase") else None
-        return cls(**fields)
+    def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known.update(
+            outcome=Outcome(data["outcome"]),
+            phase=Phase(data["phase"]) if data.get("phase") else None,
+            corruption=tuple(Corruption.from_dict(c) for c in data.get("corruption", ())),
+            leftover_processes=tuple(Leftover.from_dict(p) for p in data.get("leftover_processes", ())),
+            backtraces=tuple(ProcessStacks.from_dict(p) for p in data.get("backtraces", ())),
+            findings=tuple(Finding.from_dict(f) for f in data.get("findings", ())),
+            events=tuple(Event.from_dict(e) for e in data.get("events", ())),
+            notes=tuple(data.get("notes", ())),
+            perturbations=tuple(data.get("perturbations", ())),
+            mode=StartMode(data.get("mode", StartMode.FRESH.value)),
+        )
+        return cls(**known)
 
 
 @dataclass(frozen=True)

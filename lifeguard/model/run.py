@@ -2,10 +2,44 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lifeguard.interpreter import Interpreter
+
+
+class Choice(str, enum.Enum):
+    """A named value that prints as its name and compares equal to it (``"fresh" == StartMode.FRESH``)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class StartMode(Choice):
+    """How a run's main process started."""
+
+    FRESH = "fresh"  # a new interpreter
+    FORK_FAST = "fork-server/fast"  # forked from the warm server; os._exit after flushing
+    FORK_FULL = "fork-server/full"  # forked from the warm server; full finalization
+
+
+class BacktraceMethod(Choice):
+    """How a crash's native stacks are read."""
+
+    CORE = "core"  # the kernel's core file (falling back to a replay when cores are piped elsewhere)
+    REPLAY = "replay"  # rerun the run under gdb and capture it where it stops
+
+
+class RunKind(Choice):
+    """What a run's body is."""
+
+    FUNCTION = "function"  # a function in a scenario file
+    SCRIPT = "script"  # a plain script
+    CODE = "code"  # -c CODE
 
 
 @dataclass(frozen=True)
@@ -15,7 +49,7 @@ class RunSpec:
     scenario: str
     variant: str
     index: int
-    kind: str  # "function", "script" or "code"
+    kind: RunKind
     path: str
     function: str
     code: str | None
@@ -32,12 +66,10 @@ class RunSpec:
     # gdb captures a hang (off after a series' first few failures, or with --no-native).
     cores: bool = True
     keep_cores: bool = False
-    # How a crash's native stacks are read: "core" (the kernel's core file, falling back
-    # to replay when cores are piped elsewhere) or "replay" (rerun the run under gdb).
-    backtrace: str = "core"
+    backtrace: BacktraceMethod = BacktraceMethod.CORE
     seed: int = 0
     perturbations: tuple[str, ...] = ()
-    mode: str = "fresh"  # "fresh", "fork-server/fast" or "fork-server/full"
+    mode: StartMode = StartMode.FRESH
     replay: str = ""  # the command that reruns this run (same seed and perturbations)
 
 

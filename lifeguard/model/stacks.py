@@ -13,6 +13,7 @@ pystack use, so one list reads innermost to outermost across both worlds.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -155,6 +156,17 @@ class SignalInfo:
         return text
 
 
+class Backend(str, enum.Enum):
+    """What captured a process's native stacks."""
+
+    GDB = "gdb"  # gdb attached to the live process
+    CORE = "core"  # gdb on the core file the process left
+    REPLAY = "replay"  # gdb ran the run again and stopped where it crashed
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
 @dataclass(frozen=True)
 class ProcessStacks:
     """Backtraces of every thread of one process, or why there are none (``error``)."""
@@ -163,9 +175,9 @@ class ProcessStacks:
     ppid: int | None = None
     exe: str | None = None
     cmdline: tuple[str, ...] = ()
-    # What produced the stacks: "gdb", "gdb+python-gdb", "core", "core+python-gdb",
-    # with "+faulthandler" appended when Python frames came from a faulthandler dump.
-    backend: str = "gdb"
+    backend: Backend = Backend.GDB  # what produced the native stacks
+    python_gdb: bool = False  # Python frames from the interpreter's python-gdb extension
+    faulthandler: bool = False  # Python frames merged in from a faulthandler dump
     threads: tuple[ThreadStack, ...] = ()
     error: str | None = None  # capture failed (attach refused, no such process, timeout)
     signal: SignalInfo | None = None  # cores only
@@ -176,6 +188,11 @@ class ProcessStacks:
     def ok(self) -> bool:
         return self.error is None
 
+    @property
+    def backend_label(self) -> str:
+        """``gdb``, ``core+python-gdb``, ``gdb+faulthandler``...: the back end and where Python frames came from."""
+        return "+".join([self.backend.value] + ["python-gdb"] * self.python_gdb + ["faulthandler"] * self.faulthandler)
+
     def thread(self, tid: int) -> ThreadStack | None:
         return next((t for t in self.threads if t.tid == tid), None)
 
@@ -185,7 +202,7 @@ class ProcessStacks:
             "ppid": self.ppid,
             "exe": self.exe,
             "cmdline": list(self.cmdline),
-            "backend": self.backend,
+            "backend": self.backend_label,
             "threads": [t.to_dict() for t in self.threads],
             "error": self.error,
             "signal": self.signal.to_dict() if self.signal else None,
@@ -196,12 +213,15 @@ class ProcessStacks:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProcessStacks:
         signal = data.get("signal")
+        label = str(data.get("backend") or Backend.GDB.value).split("+")
         return cls(
             pid=int(data["pid"]),
             ppid=data.get("ppid"),
             exe=data.get("exe"),
             cmdline=tuple(data.get("cmdline", ())),
-            backend=data.get("backend", "gdb"),
+            backend=Backend(label[0]),
+            python_gdb="python-gdb" in label,
+            faulthandler="faulthandler" in label,
             threads=tuple(ThreadStack.from_dict(t) for t in data.get("threads", ())),
             error=data.get("error"),
             signal=SignalInfo.from_dict(signal) if signal else None,
@@ -211,7 +231,7 @@ class ProcessStacks:
 
     def __str__(self) -> str:
         state = f"error: {self.error}" if self.error else f"{len(self.threads)} threads"
-        return f"process {self.pid} ({self.backend}): {state}"
+        return f"process {self.pid} ({self.backend_label}): {state}"
 
 
 def infer_gil(
@@ -253,7 +273,7 @@ def render_text(processes: Iterable[ProcessStacks]) -> str:
         command = " ".join(process.cmdline) or process.exe
         if command:
             title += f": {command}"
-        lines.append(f"{title}  [{process.backend}]")
+        lines.append(f"{title}  [{process.backend_label}]")
         if process.signal is not None:
             where = f" in thread {process.signal.tid}" if process.signal.tid is not None else ""
             lines.append(f"  killed by {process.signal}{where}")

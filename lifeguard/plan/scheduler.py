@@ -23,7 +23,7 @@ from lifeguard.errors import UsageError
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import RunResult
-from lifeguard.model.run import RunSpec
+from lifeguard.model.run import BacktraceMethod, RunKind, RunSpec, StartMode
 from lifeguard.model.scenario import Scenario
 from lifeguard.plan.perturbations import START_PERTURBATIONS, check_perturbations, supervisor_side
 
@@ -94,8 +94,9 @@ def build_all(series: list[tuple[Scenario, str, int]], interp: Interpreter,
     return built
 
 
-def exit_mode_for(item: Scenario, interp: Interpreter, mode: str, perturbations: tuple[str, ...] = ()) -> str:
-    """How a run starts and ends: "fresh", "fork-server/fast" or "fork-server/full".
+def exit_mode_for(item: Scenario, interp: Interpreter, mode: str,
+                  perturbations: tuple[str, ...] = ()) -> StartMode:
+    """How a run starts and ends, from ``--mode`` ("auto", "fresh" or "fork-server").
 
     A scenario whose expectation lives in the exit phase (or that crashes at
     exit, as a static destructor does) needs a whole process lifetime: a fresh
@@ -103,15 +104,15 @@ def exit_mode_for(item: Scenario, interp: Interpreter, mode: str, perturbations:
     A fork-server child that skipped finalization would pass such a scenario falsely.
     """
     if mode == "fresh" or (mode == "auto" and not item.fork_server):
-        return "fresh"
+        return StartMode.FRESH
     if any(p in START_PERTURBATIONS for p in perturbations):
-        return "fresh"  # -X dev and PYTHONMALLOC act at interpreter start, which a fork skips
+        return StartMode.FRESH  # -X dev and PYTHONMALLOC act at interpreter start, which a fork skips
     exit_bound = any(item.expectation(v, interp.short_version).phase is Phase.EXIT for v in item.variants)
     if item.kind != "function":
         exit_bound = True  # scripts and -c code: nothing says their exit is uninteresting
     if exit_bound:
-        return "fresh" if mode == "auto" else "fork-server/full"
-    return "fork-server/fast"
+        return StartMode.FRESH if mode == "auto" else StartMode.FORK_FULL
+    return StartMode.FORK_FAST
 
 
 def replay_command(item: Scenario, variant: str, seed: int, perturbations: tuple[str, ...]) -> str:
@@ -200,14 +201,14 @@ class Scheduler:
         flags, env = supervisor_side(self.options.perturbations, seed)
         replay = replay_command(item, variant, seed, self.options.perturbations)
         return RunSpec(
-            scenario=item.name, variant=variant, index=index, kind=item.kind, path=item.path,
+            scenario=item.name, variant=variant, index=index, kind=RunKind(item.kind), path=item.path,
             function=item.function, code=item.code, interpreter=interp,
             timeout=self.options.timeout or item.timeout,
             run_dir=self.runs_dir / f"{_safe(item.name)}-{variant}-{index}",
             expected=str(item.expectation(variant, interp.short_version)),
             fixture=item.fixture, fixture_dir=str(fixture.directory) if fixture else None,
             cores=self.options.cores and native, keep_cores=self.options.keep_cores,
-            backtrace=self.options.backtrace,
+            backtrace=BacktraceMethod(self.options.backtrace),
             seed=seed, perturbations=tuple(self.options.perturbations), python_flags=flags, env=env,
             mode=exit_mode_for(item, interp, self.options.mode, self.options.perturbations),
             replay=replay,

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from lifeguard.model.outcomes import Expectation, Outcome, Phase
-from lifeguard.model.result import RunResult, Session
+from lifeguard.model.result import Finding, RunResult, Session
 from lifeguard.report.text import evidence_text
 
 
@@ -45,7 +45,7 @@ class Runs:
         return self.result.phase
 
     @property
-    def findings(self) -> list[dict[str, object]]:
+    def findings(self) -> list[Finding]:
         return [finding for result in self.results for finding in result.findings]
 
     @property
@@ -102,8 +102,8 @@ class Runs:
     def assert_finding(self, kind: str) -> Runs:
         """Some run has a finding of ``kind`` (e.g. ``"static-destructor-after-finalize"``)."""
         __tracebackhide__ = True
-        if any(finding.get("kind") == kind for finding in self.findings):
+        if any(finding.kind == kind for finding in self.findings):
             return self
-        kinds = sorted({str(f.get("kind")) for f in self.findings}) or ["none"]
+        kinds = sorted({f.kind for f in self.findings}) or ["none"]
         shown = self.result if self.results else None
         raise self._fail(f"a finding of kind {kind!r} (found: {', '.join(kinds)})", shown)

@@ -219,7 +219,7 @@ def record(item: pytest.Item, session: Session, report: Path | None) -> None:
         properties += [("lifeguard.outcome", first_bad.outcome.value),
                        ("lifeguard.phase", first_bad.phase.value if first_bad.phase else ""),
                        ("lifeguard.signal", first_bad.signal_name or "")]
-        kinds = sorted({str(f.get("kind")) for r in results for f in r.findings})
+        kinds = sorted({f.kind for r in results for f in r.findings})
         if kinds:
             properties.append(("lifeguard.findings", ", ".join(kinds)))
     if report is not None:
@@ -253,7 +253,7 @@ def _pytest_outcome(session: Session) -> None:
     """A body that called pytest.skip() or pytest.xfail() gives the test that outcome."""
     for result in session.results:
         for event in result.events:
-            if event.get(protocol.EVENT_KEY) == protocol.PYTEST_OUTCOME:
+            if event.name == protocol.PYTEST_OUTCOME:
                 reason = str(event.get("reason", ""))
                 if event.get("outcome") == "xfailed":
                     pytest.xfail(reason)

@@ -38,19 +38,17 @@ def _series_row(summary: SeriesSummary) -> str:
 
 
 def _evidence(result: RunResult) -> str:
-
     parts = []
     for finding in result.findings:
-        frames = "".join(f"<li><code>{html.escape(str(f))}</code></li>" for f in finding.get("frames", [])[:12])
-        parts.append(f'<div class="finding"><b>[{html.escape(str(finding.get("kind")))}]</b> '
-                     f'{html.escape(str(finding.get("summary")))}<br><i>fix:</i> '
-                     f'{html.escape(str(finding.get("hint", "")))}<ul>{frames}</ul></div>')
+        frames = "".join(f"<li><code>{html.escape(f)}</code></li>" for f in finding.frames[:12])
+        parts.append(f'<div class="finding"><b>[{html.escape(finding.kind)}]</b> '
+                     f'{html.escape(finding.summary)}<br><i>fix:</i> '
+                     f'{html.escape(finding.hint)}<ul>{frames}</ul></div>')
     parts.append(f"<pre>{html.escape(evidence_text(result))}</pre>")
     return "\n".join(parts)
 
 
 def render(session: Session) -> str:
-
     interp = session.interpreter
     rows = "\n".join(_series_row(s) for s in session.summaries)
     details = []

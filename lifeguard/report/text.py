@@ -1,56 +1,55 @@
-"""Shared text: the evidence of one run and the line of one series, as the terminal, JUnit and the plugin show them."""
+"""Shared text: the evidence of one run and the line of one series, as the terminal, JUnit and the
+plugin show them."""
 
 from __future__ import annotations
 
 from lifeguard.model.outcomes import Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, Session
+from lifeguard.model.run import StartMode
+from lifeguard.model.stacks import render_text
 
 EVIDENCE_LINES = 25
-
 
 
 NATIVE_LINES = 80  # of the rendered native stacks in the terminal; the whole text is in backtraces.txt
 
 
-
 def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES) -> str:
     """The readable evidence of one run: why, stderr tail, Python stacks, native stacks."""
     parts = [f"{result}: {result.reason}".rstrip(": ")]
-    if result.mode != "fresh":
+    if result.mode is not StartMode.FRESH:
         parts.append(f"mode: {result.mode}")
     if result.replay:
         parts.append(f"replay: {result.replay}")
     if result.corruption:
         for item in result.corruption[:3]:
-            parts.append(f"corruption (pid {item.get('pid')}): {item.get('message', '')}")
-            if item.get("data_hex"):
-                parts.append(f"  bytes: {item['data_hex'][:128]}")
+            parts.append(f"corruption (pid {item.pid}): {item.message}")
+            if item.data_hex:
+                parts.append(f"  bytes: {item.data_hex[:128]}")
     if result.leftover_processes:
         parts.append("leftover processes: " + ", ".join(
-            f"{p['pid']} ({p['comm']})" for p in result.leftover_processes))
+            f"{p.pid} ({p.comm})" for p in result.leftover_processes))
     if result.stderr_tail.strip():
         lines = result.stderr_tail.rstrip().splitlines()[-max_lines:]
         parts.append("--- stderr (tail) ---\n" + "\n".join(lines))
     for pid, dump in result.python_stacks.items():
         lines = dump.rstrip().splitlines()[-max_lines * 2:]
         parts.append(f"--- Python stacks of pid {pid} (faulthandler) ---\n" + "\n".join(lines))
-    rendered = [str(b["text"]) for b in result.backtraces if b.get("text")]
-    if rendered:
-        lines = "\n".join(rendered).rstrip().splitlines()
+    if result.backtraces:
+        lines = render_text(result.backtraces).rstrip().splitlines()
         shown = lines[:NATIVE_LINES]
         if len(lines) > NATIVE_LINES:
             where = result.evidence.get("backtraces", "report.json")
             shown.append(f"[... {len(lines) - NATIVE_LINES} more lines in {where}]")
         parts.append("--- native backtraces ---\n" + "\n".join(shown))
     for finding in result.findings:
-        parts.append(f"finding [{finding.get('kind')}]: {finding.get('summary')}")
-        if finding.get("hint"):
-            parts.append(f"  fix: {finding['hint']}")
+        parts.append(f"finding {finding}")
+        if finding.hint:
+            parts.append(f"  fix: {finding.hint}")
     for note in result.notes:
         parts.append(f"note: {note}")
     parts.append(f"evidence: {result.run_dir}")
     return "\n".join(parts)
-
 
 
 def summary_line(summary: SeriesSummary) -> str:
@@ -67,7 +66,6 @@ def summary_line(summary: SeriesSummary) -> str:
     if summary.modes and summary.modes != ("fresh",):
         line += f"\n       mode: {', '.join(summary.modes)}"
     return line
-
 
 
 def series_runs(session: Session, summary: SeriesSummary) -> list[RunResult]:

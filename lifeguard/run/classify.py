@@ -6,12 +6,12 @@ import ast
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from lifeguard.child import protocol
 from lifeguard.model.outcomes import Outcome, Phase
-from lifeguard.model.result import RunResult, signal_name
+from lifeguard.model.result import Corruption, Event, Leftover, RunResult, signal_name
 from lifeguard.model.run import RunSpec
+from lifeguard.model.stacks import ProcessStacks
 from lifeguard.run.launch import RunFiles
 
 TAIL_BYTES = 8 * 1024
@@ -33,9 +33,9 @@ def _tail(path: Path, limit: int = TAIL_BYTES) -> str:
     return text if size <= limit else "[...]\n" + text.partition("\n")[2]
 
 
-def read_events(path: Path) -> list[dict[str, Any]]:
+def read_events(path: Path) -> list[Event]:
     """The result channel: one Python-literal dict a line (see child.emit)."""
-    events = []
+    events: list[Event] = []
     try:
         with open(path, "rb") as f:
             for line in f:
@@ -44,14 +44,14 @@ def read_events(path: Path) -> list[dict[str, Any]]:
                 except (ValueError, SyntaxError, MemoryError, RecursionError):
                     continue  # a line cut short by a crash mid-write
                 if isinstance(event, dict) and protocol.EVENT_KEY in event:
-                    events.append(event)
+                    events.append(Event.from_dict(event))
     except OSError:
         pass
     return events
 
 
-def phase_of(events: list[dict[str, Any]], main_pid: int) -> Phase:
-    mine = {e[protocol.EVENT_KEY] for e in events if e.get("pid") == main_pid}
+def phase_of(events: list[Event], main_pid: int) -> Phase:
+    mine = {e.name for e in events if e.pid == main_pid}
     if protocol.BODY_ERROR in mine:
         return Phase.RUN
     if protocol.BODY_END in mine:
@@ -62,8 +62,9 @@ def phase_of(events: list[dict[str, Any]], main_pid: int) -> Phase:
 
 
 def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, duration: float, *, hung: bool,
-             hung_pids: list[int], python_stacks: dict[str, str], backtraces: list[dict[str, Any]],
-             leftovers: list[dict[str, Any]], phase_at_deadline: Phase | None = None) -> RunResult:
+             hung_pids: list[int], python_stacks: dict[str, str], backtraces: list[ProcessStacks],
+             leftovers: list[Leftover], phase_at_deadline: Phase | None = None,
+             notes: tuple[str, ...] = ()) -> RunResult:
     run_dir = files.run_dir
     events = read_events(files.events)
     stderr_tail = _tail(files.stderr)
@@ -71,8 +72,8 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
     phase: Phase | None = phase_of(events, main_pid)
     signum = -rc if rc is not None and rc < 0 else None
     fatal = FATAL_RE.search(stderr_tail)
-    corruption = [e for e in events if e[protocol.EVENT_KEY] == protocol.CORRUPTED]
-    forked = {e["pid"] for e in events if e[protocol.EVENT_KEY] == protocol.FORKED}
+    corruption = [e for e in events if e.name == protocol.CORRUPTED]
+    forked = {e.pid for e in events if e.name == protocol.FORKED}
     if hung:
         outcome = Outcome.HUNG
         phase = phase_at_deadline or phase
@@ -90,19 +91,19 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
     elif corruption:
         outcome = Outcome.CORRUPTED
         reason = f"scenario reported corruption: {corruption[0].get('message', '')}"
-        first_pid = corruption[0].get("pid")
+        first_pid = corruption[0].pid
         if first_pid != main_pid and first_pid in forked:
             phase = Phase.FORK_CHILD
         else:  # the phase the body was in when it saw the broken data
             phase = phase_of(events[: events.index(corruption[0])], main_pid)
     elif rc != 0:
         outcome = Outcome.FAILED
-        errors = [e for e in events if e[protocol.EVENT_KEY] == protocol.BODY_ERROR and e.get("pid") == main_pid]
-        reason = errors[0]["error"] if errors else f"exit code {rc}"
+        errors = [e for e in events if e.name == protocol.BODY_ERROR and e.pid == main_pid]
+        reason = str(errors[0].get("error")) if errors else f"exit code {rc}"
     elif leftovers:
         outcome = Outcome.FAILED
         phase = Phase.EXIT
-        names = ", ".join(f"{p['pid']} ({p['comm']})" for p in leftovers)
+        names = ", ".join(f"{p.pid} ({p.comm})" for p in leftovers)
         reason = f"left processes running after exit: {names}"
     else:
         outcome = Outcome.PASSED
@@ -116,9 +117,10 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
         expected=spec.expected, signal=signum, exit_code=rc, duration=round(duration, 4),
         python=spec.interpreter.version_text, run_dir=str(run_dir), reason=reason,
         fatal_error=fatal.group(1) if fatal else None,
-        corruption=[{k: v for k, v in e.items() if k not in (protocol.EVENT_KEY, "time")} for e in corruption],
-        leftover_processes=leftovers, evidence=evidence, stdout_tail=stdout_tail, stderr_tail=stderr_tail,
-        python_stacks=python_stacks, backtraces=backtraces,
-        events=[e for e in events if e[protocol.EVENT_KEY] != protocol.STARTED][:200],
-        seed=spec.seed, perturbations=list(spec.perturbations), mode=spec.mode, replay=spec.replay,
+        corruption=tuple(Corruption(e.pid, str(e.get("message", "")), str(e.get("data_hex", "")),
+                                    int(e.get("data_len", 0))) for e in corruption),
+        leftover_processes=tuple(leftovers), evidence=evidence, stdout_tail=stdout_tail, stderr_tail=stderr_tail,
+        python_stacks=python_stacks, backtraces=tuple(backtraces),
+        events=tuple(e for e in events if e.name != protocol.STARTED)[:200], notes=notes,
+        seed=spec.seed, perturbations=tuple(spec.perturbations), mode=spec.mode, replay=spec.replay,
     )

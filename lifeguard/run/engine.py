@@ -14,6 +14,7 @@ from typing import Protocol
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Expectation, Outcome, Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, Session
+from lifeguard.model.run import StartMode
 from lifeguard.model.scenario import Scenario
 from lifeguard.model.stats import series_stats
 from lifeguard.plan.scheduler import PlanOptions, Scheduler, build_all, series_of
@@ -51,7 +52,7 @@ def summarise(session: Session, series: list[tuple[Scenario, str, int]]) -> list
             scenario=item.name, variant=variant, expected=str(expectation), runs=len(runs),
             counts={k: v for k, v in counts.items() if v}, verdict=verdict,
             description=item.description, where=item.where, first_unexpected=first_bad, stats=stats,
-            modes=tuple(sorted({r.mode for r in runs})),
+            modes=tuple(sorted({r.mode.value for r in runs})),
         ))
     return summaries
 
@@ -134,7 +135,7 @@ class Engine:
             return None
         try:
             hooks = self.capture_hooks if spec.cores else ()
-            if spec.mode == "fresh":
+            if spec.mode is StartMode.FRESH:
                 result = run_once(spec, cancel=self.cancel, capture_hooks=hooks)
             else:
                 result = servers.run(spec, cancel=self.cancel, capture_hooks=hooks)

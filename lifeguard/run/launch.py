@@ -19,7 +19,7 @@ from typing import Any
 from lifeguard.build import cache_dir
 from lifeguard.child import protocol
 from lifeguard.child.protocol import BOOT_SCRIPT, DUMP_SIGNAL, EVENTS_FILE
-from lifeguard.model.run import RunSpec
+from lifeguard.model.run import BacktraceMethod, RunSpec, StartMode
 
 # The signal the child's faulthandler listens on for a dump of every thread.
 
@@ -119,11 +119,12 @@ def child_spec(spec: RunSpec) -> dict[str, Any]:
     """What the child bootstrap needs to know (plain data: sent as a Python literal, or as JSON
     to the fork-server)."""
     return {
-        "kind": spec.kind, "path": spec.path, "function": spec.function, "code": spec.code,
+        "kind": spec.kind.value, "path": spec.path, "function": spec.function, "code": spec.code,
         "fixture": spec.fixture, "fixture_dir": spec.fixture_dir, "run_dir": str(spec.run_dir),
-        "dump_signal": int(DUMP_SIGNAL), "argv": list(spec.argv), "cores": spec.cores and spec.backtrace == "core",
+        "dump_signal": int(DUMP_SIGNAL), "argv": list(spec.argv),
+        "cores": spec.cores and spec.backtrace is BacktraceMethod.CORE,
         "seed": spec.seed, "perturbations": list(spec.perturbations), "variant": spec.variant,
-        "exit": "fast" if spec.mode == "fork-server/fast" else "full",
+        "exit": "fast" if spec.mode is StartMode.FORK_FAST else "full",
     }
 
 

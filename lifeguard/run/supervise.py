@@ -19,12 +19,13 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from lifeguard.child.protocol import SPEC_ENV, faulthandler_file
 from lifeguard.model.outcomes import Phase
-from lifeguard.model.result import RunResult
+from lifeguard.model.result import Leftover, RunResult
 from lifeguard.model.run import RunSpec  # noqa: F401  (re-exported)
+from lifeguard.model.stacks import ProcessStacks
 from lifeguard.run.classify import classify, phase_of, read_events  # noqa: F401  (re-exported)
 from lifeguard.run.launch import (  # noqa: F401  (re-exported: the one recipe's parts)
     DUMP_SIGNAL,
@@ -69,7 +70,9 @@ class HangContext:
 
 
 class CaptureHook(Protocol):
-    def __call__(self, context: HangContext) -> list[dict[str, Any]]: ...
+    """Native capture at a hang's deadline (lifeguard.capture.native): the stacks of every live process."""
+
+    def __call__(self, context: HangContext) -> list[ProcessStacks]: ...
 
 
 def _cap_output(path: Path, cap: int) -> None:
@@ -230,8 +233,9 @@ def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, 
               output_cap: int = DEFAULT_OUTPUT_CAP) -> RunResult:
     """Watch a started run to its end: deadline, escalation ladder, leftovers, verdict data."""
     python_stacks: dict[str, str] = {}
-    backtraces: list[dict[str, Any]] = []
-    leftovers: list[dict[str, Any]] = []
+    backtraces: list[ProcessStacks] = []
+    leftovers: list[Leftover] = []
+    notes: list[str] = []
     hung = False
     hung_pids: list[int] = []
     phase_at_deadline: Phase | None = None
@@ -252,7 +256,7 @@ def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, 
                 try:
                     backtraces.extend(hook(context))
                 except Exception as exc:  # a capture failure must not lose the run
-                    backtraces.append({"error": f"capture hook failed: {exc!r}"})
+                    notes.append(f"native capture failed: {exc!r}")
             python_stacks = dump_python_stacks(hung_pids, files.run_dir)
         else:
             left = leftovers_after_exit(handle.pid, run_id)
@@ -261,7 +265,7 @@ def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, 
                 left = leftovers_after_exit(handle.pid, run_id)
             for pid in left:
                 info = read_proc(pid)
-                leftovers.append({"pid": pid, "comm": info.comm if info else "?", "ppid": info.ppid if info else None})
+                leftovers.append(Leftover(pid, info.comm if info else "?", info.ppid if info else None))
     except BaseException:  # cancelled, Ctrl-C in this thread, or our own bug: never leave the tree behind
         interrupted = True
         raise
@@ -272,7 +276,7 @@ def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, 
     duration = time.monotonic() - started
     return classify(spec, files, handle.pid, None if hung else handle.returncode, duration, hung=hung,
                     hung_pids=hung_pids, python_stacks=python_stacks, backtraces=backtraces,
-                    leftovers=leftovers, phase_at_deadline=phase_at_deadline)
+                    leftovers=leftovers, phase_at_deadline=phase_at_deadline, notes=tuple(notes))
 
 
 def _finish(handle: ChildHandle, killed: list[int]) -> None:

@@ -7,12 +7,11 @@ the classic: a child forked while another thread held a lock waits forever for i
 
 from __future__ import annotations
 
-from lifeguard.child.protocol import EVENT_KEY, FORKED
+from lifeguard.child.protocol import FORKED
 from lifeguard.diagnose.evidence import (
     FORK_FUNCTIONS,
     GIL_WAIT_FUNCTIONS,
     Evidence,
-    Finding,
     blocking_call,
     caller_outside,
     describe,
@@ -22,6 +21,7 @@ from lifeguard.diagnose.evidence import (
     waits_for,
 )
 from lifeguard.model.outcomes import Outcome
+from lifeguard.model.result import Finding
 
 KIND = "fork-deadlock"
 HINT_PREPARE = ("Do not block on other threads in a pthread_atfork prepare handler while they may need the GIL: "
@@ -39,7 +39,7 @@ def check(evidence: Evidence) -> list[Finding]:
     if evidence.outcome is not Outcome.HUNG:
         return []
     findings: list[Finding] = []
-    forked_pids = {e.get("pid") for e in evidence.events if e.get(EVENT_KEY) == FORKED}
+    forked_pids = {e.pid for e in evidence.events if e.name == FORKED}
     for process, thread in evidence.threads():
         fork_at = first_frame(thread, FORK_FUNCTIONS)
         if fork_at is None:

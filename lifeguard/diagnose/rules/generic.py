@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from lifeguard.diagnose.evidence import Evidence, Finding, describe, is_waiting, python_location, thread_ref
+from lifeguard.diagnose.evidence import Evidence, describe, is_waiting, python_location, thread_ref
 from lifeguard.model.outcomes import Outcome
+from lifeguard.model.result import Finding
 
 # Frames of the crash machinery itself, skipped to name the real crash site.
 SIGNAL_FRAMES = ("faulthandler", "__restore_rt", "raise", "__pthread_kill", "pthread_kill", "abort", "gsignal",

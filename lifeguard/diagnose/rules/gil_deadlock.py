@@ -11,7 +11,6 @@ from lifeguard.diagnose.evidence import (
     GIL_WAIT_FUNCTIONS,
     JOIN_FUNCTIONS,
     Evidence,
-    Finding,
     blocking_call,
     caller_outside,
     describe,
@@ -22,6 +21,7 @@ from lifeguard.diagnose.evidence import (
     waits_for,
 )
 from lifeguard.model.outcomes import Outcome
+from lifeguard.model.result import Finding
 from lifeguard.model.stacks import GIL_HELD
 
 KIND = "gil-deadlock"

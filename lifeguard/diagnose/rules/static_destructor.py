@@ -12,7 +12,6 @@ from lifeguard.child.protocol import ATEXIT_DONE
 from lifeguard.diagnose.evidence import (
     EXIT_HANDLER_FUNCTIONS,
     Evidence,
-    Finding,
     blocking_call,
     caller_outside,
     describe,
@@ -20,6 +19,7 @@ from lifeguard.diagnose.evidence import (
     thread_ref,
 )
 from lifeguard.model.outcomes import Outcome, Phase
+from lifeguard.model.result import Finding
 from lifeguard.model.stacks import Frame
 
 KIND = "static-destructor-after-finalize"

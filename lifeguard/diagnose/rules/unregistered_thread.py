@@ -12,13 +12,13 @@ from lifeguard.diagnose.evidence import (
     PYTHON_ENTRY_FUNCTIONS,
     PYTHON_THREAD_FUNCTIONS,
     Evidence,
-    Finding,
     caller_outside,
     describe,
     has_frame,
     thread_ref,
 )
 from lifeguard.model.outcomes import Outcome
+from lifeguard.model.result import Finding
 
 KIND = "python-without-thread-state"
 HINT = ("A thread that Python did not create must register before it calls into Python: wrap the call in "

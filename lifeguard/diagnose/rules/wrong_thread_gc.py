@@ -8,9 +8,10 @@ The child bootstrap records collections on non-main threads (gc.callbacks).
 
 from __future__ import annotations
 
-from lifeguard.child.protocol import CORRUPTED, EVENT_KEY, GC_FOREIGN_THREAD
-from lifeguard.diagnose.evidence import Evidence, Finding, has_frame
+from lifeguard.child.protocol import CORRUPTED, GC_FOREIGN_THREAD
+from lifeguard.diagnose.evidence import Evidence, has_frame
 from lifeguard.model.outcomes import Outcome
+from lifeguard.model.result import Finding, ThreadRef
 
 KIND = "wrong-thread-gc"
 HINT = ("An object whose destructor touches state owned by one thread was freed by the garbage collector on "
@@ -41,16 +42,16 @@ def check(evidence: Evidence) -> list[Finding]:
         pass
     elif evidence.outcome is not Outcome.CRASHED or not _crashed_in_foreign_gc(evidence):
         return []
-    foreign = [e for e in evidence.events if e.get(EVENT_KEY) == GC_FOREIGN_THREAD]
+    foreign = [e for e in evidence.events if e.name == GC_FOREIGN_THREAD]
     if not foreign:
         return []
     names = sorted({f"{e.get('thread_name')} ({e.get('thread')})" for e in foreign})
-    corruption = next((e for e in evidence.events if e.get(EVENT_KEY) == CORRUPTED), None)
+    corruption = next((e for e in evidence.events if e.name == CORRUPTED), None)
     what = f"corruption ({corruption.get('message')})" if corruption else (evidence.signal_name or "a crash")
     summary = (f"{what} while the garbage collector ran on a non-main thread: {len(foreign)} collection(s) on "
                f"{', '.join(names)}")
-    threads = {(e.get("pid"), e.get("thread")): e.get("thread_name") for e in foreign}
+    threads = {(e.pid, e.get("thread")): e.get("thread_name") for e in foreign}
     return [Finding(kind=KIND, summary=summary, hint=HINT,
-                    threads=tuple({"pid": pid, "tid": tid, "name": name, "role": "ran gc"}
+                    threads=tuple(ThreadRef(int(pid or 0), int(tid or 0), name, "ran gc")
                                   for (pid, tid), name in list(threads.items())[:5]),
                     details={"collections": len(foreign)})]
