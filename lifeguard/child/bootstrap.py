@@ -60,7 +60,7 @@ def _install_gc_watch() -> None:
     main_ident = threading.main_thread().ident
     seen = [0]
 
-    def on_gc(phase: str, info: dict) -> None:
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
         if phase != "start" or seen[0] >= MAX_FOREIGN_GC_EVENTS:
             return
         ident = threading.get_ident()
@@ -123,7 +123,7 @@ def main() -> None:
     run(eval(os.environ.pop(protocol.SPEC_ENV), {"__builtins__": {}}, {}))
 
 
-def run(spec: dict) -> None:
+def run(spec: dict[str, Any]) -> None:
     """Set up the evidence machinery, import the fixture and the scenario, run the body.
 
     Returns when the body returned; raises what the body raised (SystemExit included).

@@ -24,10 +24,14 @@ import sys
 
 from lifeguard.child import protocol
 
+TYPE_CHECKING = False  # typing itself costs the server's start-up; mypy knows this name
+if TYPE_CHECKING:
+    from typing import Any
+
 MAX_MESSAGE = 1 << 20
 
 
-def _receive(sock: socket.socket, buffer: bytearray) -> tuple[dict | None, list[int]]:
+def _receive(sock: socket.socket, buffer: bytearray) -> tuple[dict[str, Any] | None, list[int]]:
     """One request line and its descriptors; (None, []) on EOF."""
     fds: list[int] = []
     while b"\n" not in buffer:
@@ -45,11 +49,11 @@ def _receive(sock: socket.socket, buffer: bytearray) -> tuple[dict | None, list[
     return json.loads(line), fds
 
 
-def _send(sock: socket.socket, message: dict) -> None:
+def _send(sock: socket.socket, message: dict[str, Any]) -> None:
     sock.sendall((json.dumps(message) + "\n").encode())
 
 
-def _child(sock: socket.socket, wakeup: tuple[int, int], request: dict, fds: list[int]) -> None:
+def _child(sock: socket.socket, wakeup: tuple[int, int], request: dict[str, Any], fds: list[int]) -> None:
     """In the forked child: become the run's process, run the body, exit as asked."""
     events_fd, out_fd, err_fd = fds
     sock.close()

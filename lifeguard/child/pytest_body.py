@@ -80,7 +80,8 @@ def resolve_qualname(module: Any, qualname: str) -> Callable[..., Any]:
         target = getattr(target, part)
         if isinstance(target, type) and position < len(parts) - 1:
             target = target()
-    return target
+    found: Callable[..., Any] = target
+    return found
 
 
 def load_callable(spec: dict[str, Any], *, rewrite_asserts: bool = False) -> Callable[..., Any]:

@@ -8,6 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from lifeguard.capture import find_python_gdb, gdb_available
 from lifeguard.capture.cores import core_setup
 from lifeguard.interpreter import Interpreter
 
@@ -42,8 +43,6 @@ def _version(argv: list[str]) -> str | None:
 
 
 def check_gdb() -> Check:
-    from lifeguard.capture import gdb_available
-
     version = gdb_available()
     if version:
         return Check("gdb", True, version)
@@ -96,8 +95,6 @@ def check_headers(interp: Interpreter) -> Check:
 
 
 def check_python_gdb(interp: Interpreter) -> Check:
-    from lifeguard.capture import find_python_gdb
-
     found = find_python_gdb(interp.executable)
     if found:
         return Check("python-gdb", True, str(found))

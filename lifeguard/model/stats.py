@@ -1,8 +1,9 @@
 """Statistics of a series of runs: failure rate with a Wilson interval, runs to first
-failure, duration percentiles. numpy is imported here only, in the supervisor, when needed."""
+failure, duration percentiles. Standard library only (math): importing lifeguard stays cheap."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,13 +19,11 @@ def wilson_interval(failures: int, runs: int, z: float = Z_95) -> tuple[float, f
     """
     if runs <= 0:
         return (0.0, 1.0)
-    import numpy as np  # only where statistics are computed: importing lifeguard stays cheap
-
     n = float(runs)
     p = failures / n
     z2 = z * z
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = (z / (1 + z2 / n)) * np.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    half = (z / (1 + z2 / n)) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
     return (max(0.0, float(centre - half)), min(1.0, float(centre + half)))
 
 
@@ -68,22 +67,36 @@ def _pct(value: float) -> str:
     return f"{percent:.0f}%"
 
 
+def percentile(values: Sequence[float], percent: float) -> float:
+    """The ``percent``-th percentile of ``values`` (not empty), interpolated linearly between the two
+    nearest ranks: numpy's default (``method="linear"``, Hyndman & Fan type 7), computed as numpy does
+    so both give the same float: from the upper rank when the fraction is 1/2 or more."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * (percent / 100)
+    below = math.floor(position)
+    if below >= len(ordered) - 1:
+        return float(ordered[-1])
+    low, high = float(ordered[below]), float(ordered[below + 1])
+    fraction = position - below
+    if fraction >= 0.5:
+        return high - (high - low) * (1 - fraction)
+    return low + (high - low) * fraction
+
+
 def series_stats(failed: Sequence[bool], durations: Sequence[float], finished_at: Sequence[float] = ()) -> SeriesStats:
     """Stats of one series; ``failed`` and ``durations`` in run order; ``finished_at``
     the seconds since the start of the session at which each run finished."""
-    import numpy as np
-
     runs = len(failed)
-    failures = int(np.count_nonzero(np.asarray(failed, dtype=bool))) if runs else 0
+    failures = sum(1 for f in failed if f)
     low, high = wilson_interval(failures, runs)
     first = next((i for i, f in enumerate(failed) if f), None)
-    times = np.asarray(durations, dtype=float) if runs else np.zeros(1)
-    p50, p90, p99 = (float(v) for v in np.percentile(times, [50, 90, 99]))
+    times = [float(d) for d in durations] if runs else [0.0]
+    p50, p90, p99 = (percentile(times, p) for p in (50, 90, 99))
     return SeriesStats(
         runs=runs, failures=failures, rate=failures / runs if runs else 0.0, rate_low=low, rate_high=high,
         runs_to_first_failure=None if first is None else first + 1,
         seconds_to_first_failure=(round(float(finished_at[first]), 3)
                                   if first is not None and len(finished_at) > first else None),
         duration_p50=round(p50, 4), duration_p90=round(p90, 4), duration_p99=round(p99, 4),
-        duration_max=round(float(times.max()), 4),
+        duration_max=round(max(times), 4),
     )

@@ -16,12 +16,11 @@ import sys
 import traceback
 from pathlib import Path
 
-from lifeguard.errors import ConfigurationError, UsageError
+from lifeguard.errors import ConfigurationError, ScenarioDefinitionError, UsageError
 from lifeguard.model.scenario import (
     DEFAULT_TIMEOUT,
     DEFAULT_VARIANT,
     Scenario,
-    ScenarioDefinitionError,
     take_registered,
 )
 

@@ -17,12 +17,11 @@ from lifeguard.model.validate import positive_count, positive_seconds
 from lifeguard.plan.discover import code_scenario, script_scenario
 from lifeguard.plan.probes import PROBES, callable_spec, parent_sys_path, parse_hook, probe_options, probe_scenarios
 from lifeguard.pytest_plugin.assertions import Runs
-from lifeguard.pytest_plugin.marker import _variants
+from lifeguard.pytest_plugin.marker import _variants, label_of
 from lifeguard.pytest_plugin.runner import (
     BODY_FUNCTION,
     check_sendable,
     interpreter,
-    label_of,
     prebuild,
     run_engine,
     workspace,

@@ -111,7 +111,7 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
         reason = ""
     evidence = {path.name: str(path) for path in (files.stdout, files.stderr, files.events)}
     for pid in python_stacks:
-        evidence[f"faulthandler-{pid}"] = str(run_dir / protocol.faulthandler_file(pid))
+        evidence[f"faulthandler-{pid}"] = str(run_dir / protocol.faulthandler_file(int(pid)))
     return RunResult(
         scenario=spec.scenario, variant=spec.variant, index=spec.index, outcome=outcome, phase=phase,
         expected=spec.expected, signal=signum, exit_code=rc, duration=round(duration, 4),

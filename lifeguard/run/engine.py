@@ -14,13 +14,13 @@ from typing import Protocol
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Expectation, Outcome, Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, Session
-from lifeguard.model.run import StartMode
+from lifeguard.model.run import RunSpec, StartMode
 from lifeguard.model.scenario import Scenario
 from lifeguard.model.stats import series_stats
 from lifeguard.plan.scheduler import PlanOptions, Scheduler, build_all, series_of
 from lifeguard.run.forkserver import ForkServers
 from lifeguard.run.proctree import become_subreaper
-from lifeguard.run.supervise import CaptureHook, RunInterrupted, RunSpec, run_once
+from lifeguard.run.supervise import CaptureHook, RunInterrupted, run_once
 
 
 class Sink(Protocol):

@@ -20,16 +20,9 @@ import uuid
 from lifeguard.child import protocol
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.result import RunResult
-from lifeguard.run.supervise import (
-    CaptureHook,
-    RunFiles,
-    RunSpec,
-    child_env,
-    child_path_dir,
-    child_spec,
-    precompile_child_side,
-    supervise,
-)
+from lifeguard.model.run import RunSpec
+from lifeguard.run.launch import RunFiles, child_env, child_path_dir, child_spec, precompile_child_side
+from lifeguard.run.supervise import CaptureHook, supervise
 
 START_TIMEOUT = 30.0  # the server's own start-up (imports) and each fork reply
 CLOSE_TIMEOUT = 5.0
