@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -48,9 +49,16 @@ def merge_python_stacks(backtraces: list[ProcessStacks], python_stacks: dict[str
     return [_merge_python(process, python_stacks) for process in backtraces]
 
 
+# The back ends that capture a hung tree's native stacks, each with its availability check. A new
+# back end (pystack, py-spy...) is a module with a CaptureHook and one line here.
+HANG_BACKENDS: tuple[tuple[Callable[[], object], CaptureHook], ...] = (
+    (gdb_available, gdb_hang_hook),
+)
+
+
 def native_capture_hooks() -> tuple[CaptureHook, ...]:
-    """The hang capture hooks available here; empty when gdb is missing."""
-    return (gdb_hang_hook,) if gdb_available() else ()
+    """The hang capture hooks available here; empty when no back end is (gdb missing)."""
+    return tuple(hook for available, hook in HANG_BACKENDS if available())
 
 
 def analyse_crash_cores(cores: list[Path], executable: str, *,
