@@ -45,7 +45,8 @@ def child_path_dir() -> Path:
 PRECOMPILE_TIMEOUT = 60.0
 
 
-CHILD_SIDE_MODULES = ("__init__.py", "child/__init__.py", "child/bootstrap.py", "child/forkserver.py")
+CHILD_SIDE_MODULES = ("__init__.py", "child/__init__.py", "child/protocol.py", "child/bootstrap.py",
+                      "child/forkserver.py")
 
 
 @functools.cache
