@@ -11,7 +11,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, load_report, pyenv_python, run_cli
+
+from tests.helpers import ROOT, load_report, pyenv_python, run_cli
 
 SCENARIO_FILE = ROOT / "scenarios" / "static_destructor.py"
 SCENARIOS = {"pool_outlives_interpreter", "function_called_before_exit", "closures_released_after_finalize"}

@@ -14,7 +14,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, load_report, pid_alive, pyenv_python, run_cli, run_pids
+
+from tests.helpers import ROOT, load_report, pid_alive, pyenv_python, run_cli, run_pids
 
 SCENARIO_FILE = ROOT / "scenarios" / "fork_gil.py"
 VERSIONS = ("3.11", "3.13")

@@ -11,12 +11,12 @@ import re
 import shutil
 
 import pytest
-from pytester_support import INNER_SESSION_TIMEOUT, ROOT, junit_cases, properties
 
 from lifeguard.capture import gdb_available
 from lifeguard.capture.cores import core_setup
+from tests.integration.pytester_support import INNER_SESSION_TIMEOUT, ROOT, junit_cases, properties
 
-pytest_plugins = ["pytester", "pytester_support"]
+pytest_plugins = ["pytester", "tests.integration.pytester_support"]
 
 EXAMPLE = ROOT / "examples" / "leaky_ext"
 TEST_FILE = "leaky_ext/tests/test_leaky_ext.py"

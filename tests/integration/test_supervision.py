@@ -11,7 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, load_report, pid_alive, real_python, run_cli, run_pids
+
+from tests.helpers import ROOT, Pace, load_report, pid_alive, real_python, run_cli, run_pids
+
+# Bounds of polls for facts (a file written, a process gone): reached only when something is broken.
+FACT_TIMEOUT = 60.0
+GONE_TIMEOUT = 30.0  # a SIGKILLed process disappears as soon as the kernel is done with it
 
 CLASSIFY = '''
 import lifeguard
@@ -34,13 +39,13 @@ def aborts_after_body():
     import atexit, os
     atexit.register(os.abort)
 
-@lifeguard.scenario(expect={"default": "hung@run"}, timeout=2)
+@lifeguard.scenario(expect={"default": "hung@run"}, timeout=HANG_DEADLINE)
 def hangs_holding_the_gil():
     import ctypes
     # PyDLL keeps the GIL across the call: a native block no Python thread can interrupt.
     ctypes.PyDLL(None).sleep(1000)
 
-@lifeguard.scenario(expect={"default": "hung@fork-child"}, timeout=2)
+@lifeguard.scenario(expect={"default": "hung@fork-child"}, timeout=HANG_DEADLINE)
 def forked_child_hangs():
     import os, time
     pid = os.fork()
@@ -54,10 +59,11 @@ def forked_child_hangs():
 
 
 @pytest.fixture(scope="module")
-def classified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+def classified(tmp_path_factory: pytest.TempPathFactory, pace: Pace) -> dict[str, dict]:
     tmp = tmp_path_factory.mktemp("classify")
     path = tmp / "classify.py"
-    path.write_text(CLASSIFY)
+    # The hangs must be caught where they hang (the body, the forked child), never still starting.
+    path.write_text(CLASSIFY.replace("HANG_DEADLINE", pace.deadline_text(2)))
     proc = run_cli("run", str(path), "--report", str(tmp / "report"), "-j", "2", "--no-native")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = load_report(tmp / "report")
@@ -103,18 +109,20 @@ import lifeguard
 @lifeguard.scenario(timeout=20)
 def leaves_a_daemon():
     import os, time
+    # The grandchild says it is set up through a pipe: the body returns only after that, however slowly it starts.
+    ready_read, ready_write = os.pipe()
     if os.fork() == 0:
+        os.close(ready_read)
         os.setsid()
         if os.fork() == 0:
             with open({str(pid_file)!r} + ".tmp", "w") as f:
                 f.write(str(os.getpid()))
             os.rename({str(pid_file)!r} + ".tmp", {str(pid_file)!r})
+            os.write(ready_write, b"ready")
             time.sleep(1000)
         os._exit(0)
-    for _ in range(1000):
-        if os.path.exists({str(pid_file)!r}):
-            break
-        time.sleep(0.01)
+    os.close(ready_write)
+    assert os.read(ready_read, 5) == b"ready", "the grandchild died before it was set up"
 ''')
     proc = run_cli("run", str(path), "--report", str(tmp_path / "r"), "--no-native")
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -123,10 +131,7 @@ def leaves_a_daemon():
     assert run["outcome"] == "failed" and run["phase"] == "exit"
     assert [p["pid"] for p in run["leftover_processes"]] == [grandchild]
     assert "left processes running" in proc.stdout
-    deadline = time.monotonic() + 5
-    while pid_alive(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not pid_alive(grandchild)
+    _wait_for(lambda: not pid_alive(grandchild), "the leftover grandchild to be killed", timeout=GONE_TIMEOUT)
 
 
 def _quick_then_hang(pid_file: Path) -> str:
@@ -155,7 +160,7 @@ def _start_supervisor(path: Path, report: Path, *options: str) -> subprocess.Pop
                             text=True, start_new_session=True)
 
 
-def _wait_for(condition, what: str, timeout: float = 60) -> None:  # type: ignore[no-untyped-def]
+def _wait_for(condition, what: str, timeout: float = FACT_TIMEOUT) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
@@ -239,18 +244,8 @@ def broken_bytes():
     assert run["corruption"][0]["data_hex"] == "00ff4142"
 
 
-def test_output_is_capped(scenario_file, tmp_path: Path) -> None:
-    from lifeguard.run.supervise import _cap_output
-
-    out = tmp_path / "out.txt"
-    out.write_bytes(b"x" * 1000 + b"END")
-    _cap_output(out, 100)
-    data = out.read_bytes()
-    assert data.endswith(b"END") and b"bytes of output dropped" in data and len(data) < 200
-
-
 def test_python_option_runs_another_interpreter(scenario_file, tmp_path: Path) -> None:
-    from conftest import pyenv_python
+    from tests.helpers import pyenv_python
 
     other = pyenv_python("3.10") or pyenv_python("3.12")
     if other is None:

@@ -14,7 +14,8 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, load_report, pyenv_python, run_cli
+
+from tests.helpers import ROOT, load_report, pyenv_python, run_cli
 
 SCENARIO_FILE = ROOT / "scenarios" / "gc_channel.py"
 DETERMINISTIC = "gc_thread_frees_dref_mid_call"

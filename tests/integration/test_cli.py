@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import load_report, run_cli
+
+from tests.helpers import load_report, run_cli
 
 TWO = '''
 import lifeguard

@@ -13,17 +13,15 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-# In-process inner sessions share this process's modules, and pytester drops
-# the ones a session imported when it ends. Load the plugin's engine side and
-# numpy now, so they stay loaded: numpy (the statistics import it when they are
-# computed) cannot be imported twice in one process.
-import numpy  # noqa: F401
 import pytest
 
+# In-process inner sessions share this process's modules, and pytester drops
+# the ones a session imported when it ends: load the plugin's engine side now,
+# so every inner session finds it loaded instead of importing it again.
 import lifeguard.pytest_plugin.runner  # noqa: F401
 from lifeguard.build import cache_dir
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 # pytester points HOME at a temporary folder: keep the real build cache, so
 # fixtures compile once per session, not once per test.
 REAL_CACHE = str(cache_dir())

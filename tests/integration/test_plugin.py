@@ -11,11 +11,18 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from pytester_support import INNER_SESSION_TIMEOUT, junit_cases, properties
 
 from lifeguard.pytest_plugin.settings import REPEAT_HELP, REPORT_HELP, TIMEOUT_HELP
+from tests.helpers import Pace
+from tests.integration.pytester_support import INNER_SESSION_TIMEOUT, junit_cases, properties
 
-pytest_plugins = ["pytester", "pytester_support"]
+pytest_plugins = ["pytester", "tests.integration.pytester_support"]
+
+# Stands for the deadline of a run that must hang in its body, in the inner test files below: replaced by
+# one derived from the measured start-up (tests.helpers.Pace), so the deadline never passes while the child
+# is still starting (importing pytest's assertion rewriter alone takes a few tenths of a second).
+HANG_DEADLINE = "HANG_DEADLINE"
+XDIST_MISSING = "pytest-xdist is not installed: it is optional (pip install 'lifeguard[xdist]'; the test extra has it)"
 
 FRESHNESS_CONFTEST = """
 import builtins
@@ -65,7 +72,7 @@ def test_repeat():
     pass
 
 
-@pytest.mark.lifeguard(timeout=0.5, expect="hung@run")
+@pytest.mark.lifeguard(timeout={HANG_DEADLINE}, expect="hung@run")
 def test_timeout():
     import time
     time.sleep(60)
@@ -110,9 +117,9 @@ async def test_async():
 """
 
 
-def test_marked_tests_run_in_fresh_interpreters(plugin_env: pytest.Pytester) -> None:
+def test_marked_tests_run_in_fresh_interpreters(plugin_env: pytest.Pytester, pace: Pace) -> None:
     plugin_env.makeconftest(FRESHNESS_CONFTEST)
-    plugin_env.makepyfile(test_behaviour=BEHAVIOUR)
+    plugin_env.makepyfile(test_behaviour=BEHAVIOUR.replace(HANG_DEADLINE, pace.deadline_text(0.5)))
     result = plugin_env.runpytest("-rA", "--junitxml=junit.xml")
     result.assert_outcomes(passed=9, failed=3, skipped=1, xfailed=1, errors=1)
     out = result.stdout.str()
@@ -217,7 +224,13 @@ def test_options_and_ini_values_share_one_help_text(plugin_env: pytest.Pytester)
     assert "@pytest.mark.lifeguard(timeout=30, repeat=1, expect='passed', fixture=None, variant=None):" in markers
 
 
-COUNTED = """
+# The ini file's deadline is shorter than test_sleeps' sleep: that run hangs however fast the machine is
+# (its deadline counts from the child's start, the sleep starts later still).
+INI_DEADLINE = 0.2
+SLEEP = 0.5
+assert INI_DEADLINE < SLEEP
+
+COUNTED = f"""
 import time
 
 import pytest
@@ -230,25 +243,30 @@ def test_counted():
 
 @pytest.mark.lifeguard(timeout=60)
 def test_sleeps():
-    time.sleep(0.5)
+    time.sleep({SLEEP})
 """
 
 
-def test_command_line_beats_ini_beats_marker(plugin_env: pytest.Pytester) -> None:
+def test_command_line_beats_ini_beats_marker(plugin_env: pytest.Pytester, pace: Pace) -> None:
     plugin_env.makepyfile(test_precedence=COUNTED)
-    plugin_env.makeini("[pytest]\nlifeguard_repeat = 2\nlifeguard_timeout = 0.2\n")
+    plugin_env.makeini(f"[pytest]\nlifeguard_repeat = 2\nlifeguard_timeout = {INI_DEADLINE}\n")
+    # A deadline every run here fits in, start-up and sleep included.
+    roomy = pace.deadline_text(30)
 
     def run(*args: str) -> dict[str, str]:
         plugin_env.runpytest("--junitxml=junit.xml", *args)
         return {name: properties(case).get("lifeguard.runs", "") + " " + properties(case).get("lifeguard.outcome", "")
                 for name, case in junit_cases(plugin_env.path / "junit.xml").items()}
 
-    # ini over marker: two runs instead of one; a 0.2 s deadline instead of 60 s.
-    assert run("-k", "test_counted") == {"test_counted": "2 "}
+    # ini over marker: two runs instead of one. test_counted's runs take their deadline from the command
+    # line: under the ini's 0.2 s they raced their own start-up (a child importing pytest's assertion
+    # rewriter takes about that long), which is why this test used to fail now and then.
+    assert run("-k", "test_counted", "--lifeguard-timeout", roomy) == {"test_counted": "2 "}
+    # ini over marker: a 0.2 s deadline instead of 60 s.
     assert run("-k", "test_sleeps", "--lifeguard-repeat", "1") == {"test_sleeps": "1 hung"}
     # command line over ini: three runs; a deadline the sleep fits in.
-    assert run("-k", "test_counted", "--lifeguard-repeat", "3") == {"test_counted": "3 "}
-    assert run("-k", "test_sleeps", "--lifeguard-repeat", "1", "--lifeguard-timeout", "30") == {"test_sleeps": "1 "}
+    assert run("-k", "test_counted", "--lifeguard-repeat", "3", "--lifeguard-timeout", roomy) == {"test_counted": "3 "}
+    assert run("-k", "test_sleeps", "--lifeguard-repeat", "1", "--lifeguard-timeout", roomy) == {"test_sleeps": "1 "}
 
 
 REPORTED = f"""
@@ -298,7 +316,7 @@ def test_ini_report_folder_is_relative_to_the_ini_file(plugin_env: pytest.Pytest
 
 
 def test_xdist_carries_evidence_to_the_controller_and_junit(plugin_env: pytest.Pytester) -> None:
-    pytest.importorskip("xdist")
+    pytest.importorskip("xdist", reason=XDIST_MISSING)
     plugin_env.makepyfile(test_reported=REPORTED)
     result = plugin_env.runpytest_subprocess("-n", "2", "--junitxml=junit.xml", timeout=INNER_SESSION_TIMEOUT)
     result.assert_outcomes(passed=1, failed=1)
@@ -389,7 +407,7 @@ def test_crash_outcome_and_finding(lifeguard):
 
 
 def test_hang(lifeguard):
-    lifeguard.run_code("import time; time.sleep(60)", timeout=0.5).assert_outcome("hung@run")
+    lifeguard.run_code("import time; time.sleep(60)", timeout=HANG_DEADLINE).assert_outcome("hung@run")
 
 
 def test_script(lifeguard, tmp_path):
@@ -421,8 +439,8 @@ def test_bad_call(lifeguard):
 """
 
 
-def test_fixture_runs_code_scripts_and_functions(plugin_env: pytest.Pytester) -> None:
-    plugin_env.makepyfile(test_fixture_uses=FIXTURE_USES)
+def test_fixture_runs_code_scripts_and_functions(plugin_env: pytest.Pytester, pace: Pace) -> None:
+    plugin_env.makepyfile(test_fixture_uses=FIXTURE_USES.replace(HANG_DEADLINE, pace.deadline_text(0.5)))
     result = plugin_env.runpytest()
     result.assert_outcomes(passed=5, failed=4)
     out = result.stdout.str()

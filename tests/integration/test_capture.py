@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import pyenv_python, real_python
 
 from lifeguard.capture import (
     analyse_core,
@@ -31,18 +30,16 @@ from lifeguard.capture import (
     merge_faulthandler,
     parse_faulthandler,
 )
-from lifeguard.capture.faulthandler import insert_python_frames
 from lifeguard.errors import GdbNotFoundError
 from lifeguard.model.stacks import (
     GIL_HELD,
     GIL_RELEASED,
     GIL_WAITING,
-    Frame,
     ProcessStacks,
     ThreadStack,
-    infer_gil,
     render_text,
 )
+from tests.helpers import pyenv_python, real_python
 
 READY_TIMEOUT = 20.0  # a child reaching its hang; generous for a loaded CI machine
 CAPTURE_TIMEOUT = 30.0  # one gdb capture; far above the ~0.5 s it takes
@@ -280,7 +277,7 @@ def test_live_capture_of_hung_threads(python: str, tmp_path: Path) -> None:
         assert threads["main"].gil == GIL_RELEASED
 
         if find_python_gdb(python) is not None:
-            assert stacks.backend == "gdb+python-gdb"
+            assert stacks.backend_label == "gdb+python-gdb"
             assert python_names(threads["main"])[-2:] == ["main_joins", "<module>"]
             assert python_names(threads["lock_waiter"])[0] == "wait_for_lock"
             assert "wait_for_turn" in python_names(threads["gil_waiter"])
@@ -292,7 +289,7 @@ def test_live_capture_of_hung_threads(python: str, tmp_path: Path) -> None:
                         assert older.is_python or older.is_eval_frame, (newer, older)
                 assert python_names(thread)[-1] in ("<module>", "_bootstrap")
         else:
-            assert stacks.backend == "gdb"
+            assert stacks.backend_label == "gdb"
 
         text = render_text([stacks])
         assert f"Process {child.pid}" in text and "take_gil" in text
@@ -309,7 +306,7 @@ def test_faulthandler_dump_gives_python_frames_without_python_gdb(tmp_path: Path
         [native] = capture_live([child.pid], timeout=CAPTURE_TIMEOUT, python_frames=False)
         skip_if_ptrace_refused(native)
         assert native.error is None, native.error
-        assert native.backend == "gdb"
+        assert native.backend_label == "gdb"
         assert not any(t.python_frames for t in native.threads)
         assert all(t.pthread_id for t in native.threads)
 
@@ -319,7 +316,7 @@ def test_faulthandler_dump_gives_python_frames_without_python_gdb(tmp_path: Path
         assert len(parse_faulthandler(dump)) == 4
 
         merged = merge_faulthandler(native, dump)
-        assert merged.backend == "gdb+faulthandler"
+        assert merged.backend_label == "gdb+faulthandler"
         threads = by_role(merged, child)
         assert python_names(threads["main"])[-2:] == ["main_joins", "<module>"]
         assert python_names(threads["gil_holder"])[0] == "hold_gil_in_native"
@@ -471,7 +468,7 @@ def test_core_file_names_the_signal_and_the_crashing_frames(tmp_path: Path) -> N
     assert any(re.search(r"strlen", name) for name in names[:3]), names
     assert "string_at" in names
     if find_python_gdb(python) is not None:
-        assert stacks.backend == "core+python-gdb"
+        assert stacks.backend_label == "core+python-gdb"
         assert python_names(crashed)[-2:] == ["crash_now", "<module>"]
     assert "killed by SIGSEGV" in render_text([stacks])
 
@@ -479,135 +476,3 @@ def test_core_file_names_the_signal_and_the_crashing_frames(tmp_path: Path) -> N
 def test_missing_core_file_is_an_error(tmp_path: Path) -> None:
     stacks = analyse_core(tmp_path / "no-such-core", real_python(), timeout=CAPTURE_TIMEOUT)
     assert stacks.error is not None and "core" in stacks.error
-
-
-def test_missing_gdb_raises_with_help(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))
-    assert gdb_available() is None
-    with pytest.raises(GdbNotFoundError) as raised:
-        capture_live([os.getpid()])
-    assert "install" in raised.value.HELP_TEXT.lower()
-
-
-def test_find_python_gdb_beside_the_interpreter(tmp_path: Path) -> None:
-    prefix = tmp_path / "prefix"
-    (prefix / "bin").mkdir(parents=True)
-    (prefix / "lib").mkdir()
-    exe = prefix / "bin" / "python3.99"
-    exe.write_text("")
-    (prefix / "bin" / "python").symlink_to("python3.99")
-    assert find_python_gdb(prefix / "bin" / "python") is None
-    (prefix / "lib" / "libpython3.98.so.1.0-gdb.py").write_text("")  # another Python's: never chosen
-    assert find_python_gdb(prefix / "bin" / "python") is None
-    (prefix / "lib" / "libpython3.99.so.1.0").write_text("")
-    (prefix / "lib" / "libpython3.99.so.1.0-gdb.py").write_text("")
-    assert find_python_gdb(prefix / "bin" / "python") == prefix / "lib" / "libpython3.99.so.1.0-gdb.py"
-    (prefix / "bin" / "python3.99-gdb.py").write_text("")
-    assert find_python_gdb(prefix / "bin" / "python") == prefix / "bin" / "python3.99-gdb.py"
-
-
-# Pure data: the parts a capture feeds.
-
-FAULTHANDLER_DUMP = """\
-Fatal Python error: Segmentation fault
-
-Thread 0x00007f0000000002 (most recent call first):
-  File "/work/worker.py", line 12 in callback
-  File "/work/worker.py", line 30 in run
-  File "???", line ??? in <lambda>
-
-Current thread 0x00007f0000000001 (most recent call first):
-  File "/work/main.py", line 5 in main
-  File "/work/main.py", line 9 in <module>
-
-Extension modules: fixture (total: 1)
-"""
-
-
-def native(*names: str) -> tuple[Frame, ...]:
-    return tuple(Frame(function=name, address=hex(0x1000 + i)) for i, name in enumerate(names))
-
-
-def test_parse_faulthandler_dump() -> None:
-    stacks = parse_faulthandler(FAULTHANDLER_DUMP)
-    assert list(stacks) == [0x7F0000000002, 0x7F0000000001]
-    worker = stacks[0x7F0000000002]
-    assert [(f.function, f.file, f.line) for f in worker] == [
-        ("callback", "/work/worker.py", 12),
-        ("run", "/work/worker.py", 30),
-        ("<lambda>", None, None),
-    ]
-    assert all(f.is_python for f in worker)
-    assert [f.function for f in stacks[0x7F0000000001]] == ["main", "<module>"]
-
-
-def test_python_frames_go_before_eval_frames() -> None:
-    python = list(parse_faulthandler(FAULTHANDLER_DUMP)[0x7F0000000002])
-    stack = native(
-        "futex_wait",
-        "callback_trampoline",
-        "_PyEval_EvalFrameDefault",
-        "ffi_call",
-        "_PyEval_EvalFrameDefault",
-        "start_thread",
-    )
-    merged = insert_python_frames(stack, python)
-    assert [f.function for f in merged] == [
-        "futex_wait",
-        "callback_trampoline",
-        "callback",
-        "_PyEval_EvalFrameDefault",
-        "ffi_call",
-        "run",
-        "<lambda>",
-        "_PyEval_EvalFrameDefault",
-        "start_thread",
-    ]
-    # Without an eval frame symbol the Python frames are kept, outermost.
-    assert [f.function for f in insert_python_frames(native("a", "b"), python[:1])] == ["a", "b", "callback"]
-
-
-def test_merge_leaves_threads_without_a_dump_alone() -> None:
-    threads = (
-        ThreadStack(tid=1, frames=native("poll", "_PyEval_EvalFrameDefault", "main"), pthread_id=0x7F0000000001),
-        ThreadStack(tid=2, frames=native("futex_wait", "start_thread"), pthread_id=0x7F00000000FF),
-    )
-    process = ProcessStacks(pid=1, threads=threads)
-    merged = merge_faulthandler(process, FAULTHANDLER_DUMP)
-    assert merged.backend == "gdb+faulthandler"
-    assert python_names(merged.threads[0]) == ["main", "<module>"]
-    assert merged.threads[1] == threads[1]
-    assert merge_faulthandler(process, "no dump here") is process
-
-
-@pytest.mark.parametrize(
-    ("functions", "locked", "holder", "expected"),
-    [
-        (("futex_wait", "take_gil", "PyEval_RestoreThread"), True, 0x10, GIL_WAITING),
-        (("futex_wait", "PyGILState_Ensure", "callback"), None, None, GIL_WAITING),
-        (("wait4", "system", "ffi_call"), True, 0x10, GIL_HELD),
-        (("wait4", "system", "ffi_call"), True, 0x20, GIL_RELEASED),
-        (("wait4", "system", "ffi_call"), False, 0x10, GIL_RELEASED),
-        (("wait4", "system", "ffi_call"), None, None, None),
-        (("wait4", "system", "ffi_call"), True, None, None),
-    ],
-)
-def test_infer_gil(functions: tuple[str, ...], locked: bool | None, holder: int | None, expected: str | None) -> None:
-    assert infer_gil(native(*functions), 0x10, locked, holder) == expected
-
-
-def test_render_marks_python_frames() -> None:
-    frames = native("futex_wait", "_PyEval_EvalFrameDefault")
-    frames = (frames[0], Frame("main", "/work/main.py", 5, is_python=True), frames[1])
-    process = ProcessStacks(
-        pid=7, ppid=1, cmdline=("python", "main.py"), threads=(ThreadStack(7, "python", GIL_HELD, frames),)
-    )
-    text = render_text([process])
-    assert text.splitlines() == [
-        "Process 7 (parent 1): python main.py  [gdb]",
-        '  Thread 7 "python" GIL held',
-        "    #0   0x1000 futex_wait",
-        "        py  main (/work/main.py:5)",
-        "    #1   0x1001 _PyEval_EvalFrameDefault",
-    ]
-    assert ProcessStacks.from_dict(process.to_dict()) == process

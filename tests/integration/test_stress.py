@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import load_report, pid_alive, run_cli, run_pids
 
-from lifeguard.model.stats import series_stats, wilson_interval
+from tests.helpers import Pace, load_report, pid_alive, run_cli, run_pids
 
 RECORDER = '''
 import lifeguard
@@ -105,13 +104,15 @@ def fails_on_fourth_run():
     assert stats["runs_to_first_failure"] == 4 and stats["failures"] == 1
 
 
-def test_duration_bounds_the_session(scenario_file, tmp_path: Path) -> None:
+def test_duration_bounds_the_session(scenario_file, tmp_path: Path, pace: Pace) -> None:
     path = scenario_file("import lifeguard\n\n@lifeguard.scenario(timeout=20)\ndef quick():\n    pass\n")
-    proc = run_cli("run", str(path), "--duration", "1.5", "-j", "2", "--report", str(tmp_path / "r"))
+    # Long enough for a second round of runs on two workers at this machine's pace.
+    duration = pace.deadline(1.5)
+    proc = run_cli("run", str(path), "--duration", f"{duration:g}", "-j", "2", "--report", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = load_report(tmp_path / "r")
     assert len(data["runs"]) >= 3
-    assert data["duration"] < 1.5 + 20  # the last runs started before the end finish
+    assert data["duration"] < duration + 20  # the last runs started before the end finish
 
 
 def test_fixed_verdict_states_its_bound(scenario_file, tmp_path: Path) -> None:
@@ -119,16 +120,6 @@ def test_fixed_verdict_states_its_bound(scenario_file, tmp_path: Path) -> None:
     proc = run_cli("run", str(path), "--repeat", "40", "-j", "2", "--mode", "fork-server")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0/40 failed: rate < 8.8% at 95%" in proc.stdout
-
-
-def test_wilson_interval_values() -> None:
-    low, high = wilson_interval(0, 500)
-    assert low == pytest.approx(0.0, abs=1e-12) and high == pytest.approx(0.00762, abs=1e-4)
-    low, high = wilson_interval(5, 10)
-    assert low == pytest.approx(0.2366, abs=1e-3) and high == pytest.approx(0.7634, abs=1e-3)
-    stats = series_stats([False, False, True, False], [0.1, 0.2, 0.3, 0.4], [1.0, 2.0, 3.0, 4.0])
-    assert stats.runs_to_first_failure == 3 and stats.seconds_to_first_failure == 3.0
-    assert stats.bound_text().startswith("1/4 failed: rate 25%")
 
 
 FORKED = '''
@@ -144,7 +135,7 @@ def forked_crashes():
     import ctypes
     ctypes.string_at(0)
 
-@lifeguard.scenario(timeout=2, fork_server=True, expect={"default": "hung@run"})
+@lifeguard.scenario(timeout=HANG_DEADLINE, fork_server=True, expect={"default": "hung@run"})
 def forked_hangs():
     import threading
     lock = threading.Lock()
@@ -162,9 +153,14 @@ def forked_raises():
 '''
 
 
+def forked_scenarios(pace: Pace) -> str:
+    """FORKED, with a deadline for forked_hangs that a forked run never reaches while still starting."""
+    return FORKED.replace("HANG_DEADLINE", pace.deadline_text(2))
+
+
 @pytest.mark.parametrize("mode", ["auto", "fork-server"])
-def test_fork_server_runs_and_exit_mode_choice(scenario_file, tmp_path: Path, mode: str) -> None:
-    path = scenario_file(FORKED)
+def test_fork_server_runs_and_exit_mode_choice(scenario_file, tmp_path: Path, mode: str, pace: Pace) -> None:
+    path = scenario_file(forked_scenarios(pace))
     proc = run_cli("run", str(path), "--mode", mode, "--repeat", "2", "-j", "2", "--report", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     runs = load_report(tmp_path / "r")["runs"]
@@ -180,15 +176,15 @@ def test_fork_server_runs_and_exit_mode_choice(scenario_file, tmp_path: Path, mo
     assert "forked body raised" in next(r for r in runs if r["scenario"] == "forked_raises")["reason"]
 
 
-def test_fresh_mode_overrides_fork_server(scenario_file, tmp_path: Path) -> None:
-    path = scenario_file(FORKED)
+def test_fresh_mode_overrides_fork_server(scenario_file, tmp_path: Path, pace: Pace) -> None:
+    path = scenario_file(forked_scenarios(pace))
     proc = run_cli("run", f"{path}::forked_passes", "--mode", "fresh", "--report", str(tmp_path / "r"))
     assert proc.returncode == 0
     assert load_report(tmp_path / "r")["runs"][0]["mode"] == "fresh"
 
 
-def test_start_perturbations_force_a_fresh_interpreter(scenario_file, tmp_path: Path) -> None:
-    path = scenario_file(FORKED)
+def test_start_perturbations_force_a_fresh_interpreter(scenario_file, tmp_path: Path, pace: Pace) -> None:
+    path = scenario_file(forked_scenarios(pace))
     proc = run_cli("run", f"{path}::forked_passes", "--mode", "fork-server", "--perturb", "dev-mode",
                    "--report", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -203,7 +199,7 @@ def test_progress_bar_on_a_terminal(scenario_file, tmp_path: Path) -> None:
     import subprocess
     import time
 
-    from conftest import ROOT, real_python
+    from tests.helpers import ROOT, real_python
 
     path = scenario_file("import lifeguard\n\n@lifeguard.scenario(timeout=20)\ndef quick():\n    pass\n")
     master, slave = pty.openpty()

@@ -5,11 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, load_report, pid_alive, run_cli, run_pids
 
 from lifeguard.capture import gdb_available
+from tests.helpers import ROOT, Pace, load_report, pid_alive, run_cli, run_pids
 
 needs_gdb = pytest.mark.skipif(gdb_available() is None, reason="gdb is not installed (lifeguard doctor)")
+# A deadline (seconds, at least) for runs that must hang where the bug is (a fork child, a body), never while
+# still starting: tests.helpers.Pace scales it to this machine. HANG_DEADLINE stands for it in option lists.
+HANG_AT_LEAST = 3
+HANG_DEADLINE = "HANG_DEADLINE"
 
 LOCK_FORK = '''
 import os, threading, time
@@ -34,11 +38,11 @@ os.waitpid(pid, 0)
 
 
 @needs_gdb
-def test_new_user_program_lock_held_across_fork(tmp_path: Path) -> None:
+def test_new_user_program_lock_held_across_fork(tmp_path: Path, pace: Pace) -> None:
     """A plain script no fixture knows: a thread holds a lock while another forks; the child takes it."""
     script = tmp_path / "lock_fork.py"
     script.write_text(LOCK_FORK)
-    proc = run_cli("run", str(script), "--timeout", "3", "--report", str(tmp_path / "r"))
+    proc = run_cli("run", str(script), "--timeout", pace.deadline_text(HANG_AT_LEAST), "--report", str(tmp_path / "r"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     run = load_report(tmp_path / "r")["runs"][0]
     assert (run["outcome"], run["phase"]) == ("hung", "fork-child")
@@ -95,11 +99,11 @@ def null_read():
     assert summary.startswith("crashed with SIGSEGV in ") and "(phase run)" in summary, summary
 
 
-def test_no_native_keeps_faulthandler_evidence(tmp_path: Path, scenario_file) -> None:
-    path = scenario_file('''
+def test_no_native_keeps_faulthandler_evidence(tmp_path: Path, scenario_file, pace: Pace) -> None:
+    path = scenario_file(f'''
 import lifeguard
 
-@lifeguard.scenario(expect={"default": "hung@run"}, timeout=2)
+@lifeguard.scenario(expect={{"default": "hung@run"}}, timeout={pace.deadline_text(2)})
 def waits_forever():
     import threading
     threading.Event().wait()
@@ -153,21 +157,6 @@ def null_read_at_exit():
     assert (Path(run["run_dir"]) / "replay" / "events.txt").exists()
 
 
-def test_core_pattern_kinds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kernel setting itself cannot be changed here: a file stands in for /proc/sys/kernel/core_pattern."""
-    from lifeguard.capture import cores
-
-    fake = tmp_path / "core_pattern"
-    monkeypatch.setattr(cores, "CORE_PATTERN", fake)
-    fake.write_text("|/usr/lib/systemd/systemd-coredump %P %u %g %s %t %c %h\n")
-    setup = cores.core_setup()
-    assert not setup.usable and "systemd-coredump" in setup.note and "--backtrace replay" in setup.note
-    fake.write_text("/var/crash/core.%e.%p\n")
-    assert not cores.core_setup().usable
-    fake.write_text("core\n")
-    assert cores.core_setup().usable
-
-
 BUNDLED = [
     # (scenario file, scenario, extra options, finding kind, words the finding must name)
     ("static_destructor.py", "pool_outlives_interpreter", [], "static-destructor-after-finalize",
@@ -176,7 +165,7 @@ BUNDLED = [
      ["FunctionPool::~FunctionPool"]),
     ("static_destructor.py", "closures_released_after_finalize", [], "static-destructor-after-finalize",
      ["FunctionPool::~FunctionPool"]),
-    ("fork_gil.py", "fork_with_pending_callback", ["--timeout", "3"], "fork-deadlock",
+    ("fork_gil.py", "fork_with_pending_callback", ["--timeout", HANG_DEADLINE], "fork-deadlock",
      ["inside fork()", "std::thread::join", "CallbackPool::StopLocked", "pthread_atfork prepare handler",
       "RunPythonTask"]),
     ("fork_gil.py", "exit_with_pending_callback", [], "static-destructor-after-finalize",
@@ -193,8 +182,9 @@ BUNDLED = [
 
 @needs_gdb
 @pytest.mark.parametrize(("file", "name", "options", "kind", "words"), BUNDLED, ids=[b[1] for b in BUNDLED])
-def test_bundled_buggy_scenarios_are_explained(tmp_path: Path, file: str, name: str, options: list[str], kind: str,
-                                               words: list[str]) -> None:
+def test_bundled_buggy_scenarios_are_explained(tmp_path: Path, pace: Pace, file: str, name: str, options: list[str],
+                                               kind: str, words: list[str]) -> None:
+    options = [pace.deadline_text(HANG_AT_LEAST) if option == HANG_DEADLINE else option for option in options]
     proc = run_cli("run", f"{ROOT / 'scenarios' / file}::{name}", "--variant", "buggy", "--repeat", "1", *options,
                    "--report", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -211,14 +201,15 @@ def test_bundled_buggy_scenarios_are_explained(tmp_path: Path, file: str, name: 
 
 
 @needs_gdb
-def test_fork_deadlock_on_313_names_the_runtime_lock(tmp_path: Path) -> None:
-    from conftest import pyenv_python
+def test_fork_deadlock_on_313_names_the_runtime_lock(tmp_path: Path, pace: Pace) -> None:
+    from tests.helpers import pyenv_python
 
     python = pyenv_python("3.13")
     if python is None:
         pytest.skip("CPython 3.13 is not installed")
     proc = run_cli("run", f"{ROOT / 'scenarios' / 'fork_gil.py'}::fork_with_pending_callback", "--variant", "buggy",
-                   "--repeat", "1", "--timeout", "3", "--python", python, "--report", str(tmp_path / "r"))
+                   "--repeat", "1", "--timeout", pace.deadline_text(HANG_AT_LEAST), "--python", python,
+                   "--report", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     finding = load_report(tmp_path / "r")["runs"][0]["findings"][0]
     assert finding["kind"] == "fork-deadlock" and "HEAD_LOCK" in finding["summary"]

@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, load_report, run_cli
+
+from tests.helpers import ROOT, load_report, run_cli
 
 TINY_C = r'''
 #include <Python.h>

@@ -1,0 +1,1 @@
+"""lifeguard's tests: tests/unit/ (pure logic) and tests/integration/ (real processes)."""

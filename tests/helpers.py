@@ -1,0 +1,120 @@
+"""What the integration tests share: the CLI in a bounded child, reports, process facts, and the pace of
+this machine (the base of every deadline a test sets).
+
+Nothing here starts a process at import; tests/unit/ imports none of it but ROOT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI_TIMEOUT = 120.0
+# How a deadline is derived from the measured start-up: a run's own start-up (interpreter, bootstrap,
+# pytest's assertion rewriter for a pytest body) is about one bare `import pytest` child; this many of
+# them leave room for the machine to get several times slower than it was when measured.
+STARTUP_MARGIN = 10
+STARTUP_SAMPLES = 3
+STARTUP_TIMEOUT = 60.0  # one measuring child; a start-up this slow fails the session, it does not hang it
+
+
+def real_python() -> str:
+    """The interpreter running the tests, as it was started: in a venv, the venv's link
+    (the real binary behind it would lose the venv's packages). Never a shell shim:
+    sys.executable is what the interpreter reports of itself."""
+    return sys.executable
+
+
+def pyenv_python(version: str) -> str | None:
+    """An installed CPython of ``version`` (e.g. "3.10"), or None."""
+    root = Path(os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))) / "versions"
+    if root.is_dir():
+        for candidate in sorted(root.glob(f"{version}.*"), reverse=True):
+            exe = candidate / "bin" / "python"
+            if exe.exists():
+                return str(exe)
+    for name in (f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"):
+        if os.path.exists(name):
+            return name
+    return None
+
+
+def run_cli(*args: str, timeout: float = CLI_TIMEOUT, cwd: Path | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `python -m lifeguard ARGS` in a bounded child (its own session, killed whole on timeout)."""
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
+    full_env.update(env or {})
+    proc = subprocess.Popen([real_python(), "-m", "lifeguard", *args], cwd=cwd or ROOT, env=full_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, stdin=subprocess.DEVNULL)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.wait(5)
+        raise AssertionError(f"lifeguard {' '.join(args)} did not finish in {timeout} s") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def load_report(directory: Path) -> dict[str, Any]:
+    return json.loads((directory / "report.json").read_text())
+
+
+def pid_alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def run_pids(run: dict[str, Any]) -> set[int]:
+    """Every pid a run's child reported on its result channel (main and forked)."""
+    from lifeguard.child.protocol import EVENTS_FILE
+    from lifeguard.run.classify import read_events
+
+    pids = {event.pid for event in read_events(Path(run["run_dir"]) / EVENTS_FILE)}
+    pids.update(event["pid"] for event in run.get("events", []))
+    return {pid for pid in pids if pid is not None}
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How long this machine takes to start a Python child, measured once per session.
+
+    Every deadline a test gives a run that must get somewhere first (a hang that must be caught in its
+    body, a session that must fit a few runs) is derived from it, so a loaded machine gets longer
+    deadlines instead of failing tests; a hang still ends at its deadline, so nothing waits longer
+    than it must on a quiet one.
+    """
+
+    startup: float  # seconds: the slowest of a few bare `python -c "import pytest"` children
+
+    def deadline(self, at_least: float) -> float:
+        """A deadline no run's start-up reaches: STARTUP_MARGIN start-ups, and never below ``at_least``."""
+        return round(max(at_least, STARTUP_MARGIN * self.startup), 1)
+
+    def deadline_text(self, at_least: float) -> str:
+        """``deadline`` as a command-line or source-text value."""
+        return f"{self.deadline(at_least):g}"
+
+
+def measure_pace(python: str | None = None, samples: int = STARTUP_SAMPLES) -> Pace:
+    """Time a few bare children of the test interpreter that import pytest and exit; keep the slowest."""
+    slowest = 0.0
+    for _ in range(samples):
+        started = time.monotonic()
+        subprocess.run([python or real_python(), "-c", "import pytest"], check=True, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, timeout=STARTUP_TIMEOUT)
+        slowest = max(slowest, time.monotonic() - started)
+    return Pace(startup=slowest)

@@ -1,0 +1,1 @@
+"""Real processes, real crashes and hangs, gdb and compilers; every deadline derived from the measured pace."""

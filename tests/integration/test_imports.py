@@ -1,0 +1,48 @@
+"""What importing lifeguard costs: the command line loads neither pytest (only the plugin needs it) nor numpy
+(no dependency at all), so `lifeguard run` starts fast and works where neither is installed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ROOT
+
+IMPORT_TIMEOUT = 60.0
+HEAVY = ("pytest", "_pytest", "numpy", "xdist")
+
+# Runs in a fresh interpreter of the one running the tests (this process has imported pytest already);
+# the last line of its output is what it loaded.
+REPORT_MODULES = """
+import json, sys
+{code}
+print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in {heavy!r})))
+"""
+
+
+def loaded_by(code: str) -> list[str]:
+    proc = subprocess.run([sys.executable, "-c", REPORT_MODULES.format(code=code, heavy=HEAVY)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=IMPORT_TIMEOUT, stdin=subprocess.DEVNULL, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return list(json.loads(proc.stdout.splitlines()[-1]))
+
+
+@pytest.mark.parametrize("module", ["lifeguard", "lifeguard.cli", "lifeguard.cli.main"])
+def test_the_command_line_imports_neither_pytest_nor_numpy(module: str) -> None:
+    assert loaded_by(f"import {module}") == [], f"import {module} loaded them"
+
+
+def test_a_whole_run_with_statistics_imports_neither() -> None:
+    """A series of runs (statistics computed, reports written) through the CLI's own main()."""
+    code = ("import tempfile\nfrom lifeguard.cli.main import main\n"
+            "with tempfile.TemporaryDirectory() as report:\n"
+            "    assert main(['run', '-c', 'pass', '--repeat', '2', '--mode', 'fresh', '--report', report]) == 0\n")
+    assert loaded_by(code) == []
+
+
+def test_the_check_sees_an_import_of_pytest() -> None:
+    """The same check on a module that does import pytest (the plugin's settings) finds it."""
+    assert "pytest" in loaded_by("import lifeguard.pytest_plugin.settings")

@@ -1,0 +1,129 @@
+"""The shared text of reports, on constructed results: one run's evidence, one series' line, junit.xml."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+
+from lifeguard.interpreter import Interpreter
+from lifeguard.model.outcomes import Outcome, Phase, Verdict
+from lifeguard.model.result import Corruption, Finding, Leftover, RunResult, SeriesSummary, Session, ThreadRef
+from lifeguard.model.run import StartMode
+from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack
+from lifeguard.model.stats import series_stats
+from lifeguard.report.junit import junit_xml
+from lifeguard.report.text import EVIDENCE_LINES, NATIVE_LINES, evidence_text, series_runs, summary_line
+
+PYTHON = Interpreter(executable="/usr/bin/python3.11", version=(3, 11, 7), include="/usr/include/python3.11",
+                     ext_suffix=".cpython-311-x86_64-linux-gnu.so", soabi="cpython-311-x86_64-linux-gnu",
+                     libdir="/usr/lib", ldlibrary="libpython3.11.so")
+
+PASSED = RunResult(scenario="pool", variant="buggy", index=0, outcome=Outcome.PASSED, phase=None,
+                   expected="crashed@exit", signal=None, exit_code=0, duration=0.25, python="3.11.7",
+                   run_dir="/runs/pool-buggy-0")
+CRASHED = RunResult(
+    scenario="pool", variant="buggy", index=1, outcome=Outcome.CRASHED, phase=Phase.EXIT, expected="crashed@exit",
+    signal=11, exit_code=None, duration=1.5, python="3.11.7", run_dir="/runs/pool-buggy-1",
+    reason="killed by SIGSEGV after the body returned",
+    corruption=(Corruption(pid=41, message="frame header mangled", data_hex="00ff4142", data_len=4),),
+    leftover_processes=(Leftover(pid=42, comm="sleep", ppid=1),),
+    stderr_tail="".join(f"line {n}\n" for n in range(40)) + "Fatal Python error: Segmentation fault\n",
+    python_stacks={"41": 'Current thread 0x00007f0000000001 (most recent call first):\n  File "s.py", line 9 in f\n'},
+    backtraces=(ProcessStacks(pid=41, threads=(ThreadStack(41, "python", None, (Frame("tupledealloc"),)),)),),
+    findings=(Finding("static-destructor-after-finalize", "FunctionPool::~FunctionPool released objects",
+                      "unregister them at exit", threads=(ThreadRef(41, 41, "python", "crashed"),)),),
+    notes=("gdb is not installed",), seed=7, mode=StartMode.FORK_FULL,
+    replay="lifeguard run s.py::pool --seed 7 --variant buggy",
+)
+
+
+def test_a_run_in_one_line() -> None:
+    assert str(CRASHED) == "pool[buggy]#1: crashed@exit (SIGSEGV) in 1.50s"
+    assert str(PASSED) == "pool[buggy]#0: passed in 0.25s"
+
+
+def test_evidence_text_of_a_crashed_run() -> None:
+    text = evidence_text(CRASHED)
+    lines = text.splitlines()
+    assert lines[0] == "pool[buggy]#1: crashed@exit (SIGSEGV) in 1.50s: killed by SIGSEGV after the body returned"
+    assert "mode: fork-server/full" in lines and "replay: lifeguard run s.py::pool --seed 7 --variant buggy" in lines
+    assert "corruption (pid 41): frame header mangled" in lines and "  bytes: 00ff4142" in lines
+    assert "leftover processes: 42 (sleep)" in lines
+    # The stderr tail is cut to its last EVIDENCE_LINES lines.
+    stderr = text.split("--- stderr (tail) ---\n", 1)[1].split("\n--- ", 1)[0].splitlines()
+    assert len(stderr) == EVIDENCE_LINES and stderr[-1] == "Fatal Python error: Segmentation fault"
+    assert "--- Python stacks of pid 41 (faulthandler) ---" in lines
+    assert "--- native backtraces ---" in lines and any("tupledealloc" in line for line in lines)
+    assert "finding [static-destructor-after-finalize] FunctionPool::~FunctionPool released objects" in lines
+    assert "  fix: unregister them at exit" in lines
+    assert "note: gdb is not installed" in lines
+    assert lines[-1] == "evidence: /runs/pool-buggy-1"
+
+
+def test_evidence_text_of_a_plain_run_says_only_what_there_is() -> None:
+    assert evidence_text(PASSED) == "pool[buggy]#0: passed in 0.25s\nevidence: /runs/pool-buggy-0"
+
+
+def test_long_native_stacks_point_at_the_whole_text() -> None:
+    frames = tuple(Frame(f"frame_{n}") for n in range(NATIVE_LINES + 20))
+    run = replace(PASSED, backtraces=(ProcessStacks(pid=5, threads=(ThreadStack(5, None, None, frames),)),),
+                  evidence={"backtraces": "/runs/x/backtraces.txt"})
+    native = evidence_text(run).split("--- native backtraces ---\n", 1)[1].splitlines()
+    assert len(native) == NATIVE_LINES + 2  # the lines shown, the pointer, and the evidence line
+    assert native[NATIVE_LINES].startswith("[... ") and native[NATIVE_LINES].endswith(" more lines in "
+                                                                                      "/runs/x/backtraces.txt]")
+
+
+def summary(runs: list[RunResult], verdict: Verdict, first_unexpected: int | None = None) -> SeriesSummary:
+    counts: dict[str, int] = {}
+    for run in runs:
+        key = f"{run.outcome}@{run.phase}" if run.phase else str(run.outcome)
+        counts[key] = counts.get(key, 0) + 1
+    return SeriesSummary(scenario="pool", variant="buggy", expected="crashed@exit", runs=len(runs), counts=counts,
+                         verdict=verdict, first_unexpected=first_unexpected,
+                         stats=series_stats([r.outcome is not Outcome.PASSED for r in runs],
+                                            [r.duration for r in runs]), modes=("fork-server/full",))
+
+
+def test_summary_line_with_statistics_and_modes() -> None:
+    line = summary_line(summary([PASSED, CRASHED], Verdict.UNEXPECTED, 0))
+    assert line.splitlines() == [
+        "FAIL pool[buggy]  2 runs: 1 passed, 1 crashed@exit  (expected crashed@exit) -> unexpected",
+        "       1/2 failed: rate 50% (95% CI 9.5%-91%); first failure at run 2; run time p50 0.875s p90 1.375s"
+        " max 1.500s",
+        "       mode: fork-server/full",
+    ]
+
+
+def test_summary_line_of_a_single_expected_run() -> None:
+    one = replace(summary([CRASHED], Verdict.EXPECTED), modes=("fresh",))
+    assert summary_line(one) == "ok   pool[buggy]  1 runs: 1 crashed@exit  (expected crashed@exit) -> expected"
+
+
+def test_series_runs_in_run_order_and_junit() -> None:
+    other = replace(PASSED, scenario="other", variant="default", expected="passed")
+    session = Session(interpreter=PYTHON, scenarios=[], results=[CRASHED, other, PASSED],
+                      summaries=[summary([PASSED, CRASHED], Verdict.UNEXPECTED, 0),
+                                 SeriesSummary("other", "default", "passed", 1, {"passed": 1}, Verdict.EXPECTED)],
+                      duration=2.0)
+    assert series_runs(session, session.summaries[0]) == [PASSED, CRASHED]
+    suite = ET.fromstring(junit_xml(session))
+    assert (suite.get("tests"), suite.get("failures"), suite.get("time")) == ("2", "1", "2.000")
+    failed = suite.find("testcase[@name='pool[buggy]']")
+    assert failed is not None and failed.get("time") == "1.750"
+    properties = {p.get("name"): p.get("value") for p in failed.iter("property")}
+    assert properties["expected"] == "crashed@exit" and properties["count.crashed@exit"] == "1"
+    assert properties["stats.bound"].startswith("1/2 failed")
+    failure = failed.find("failure")
+    assert failure is not None and failure.get("message") == "expected crashed@exit, got 1 passed, 1 crashed@exit"
+    assert failure.text == evidence_text(PASSED)  # the first unexpected run's evidence
+    passed = suite.find("testcase[@name='other[default]']")
+    assert passed is not None and passed.find("failure") is None and passed.find("system-out") is None
+
+
+def test_a_result_survives_its_json_form() -> None:
+    assert RunResult.from_dict(json.loads(json.dumps(CRASHED.to_dict()))) == CRASHED
+    data = CRASHED.to_dict()
+    assert (data["outcome"], data["phase"], data["signal_name"], data["mode"]) == (
+        "crashed", "exit", "SIGSEGV", "fork-server/full")
