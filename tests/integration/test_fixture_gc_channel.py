@@ -135,3 +135,47 @@ def test_stochastic_buggy_runs_corrupt_or_pass(stochastic_report: dict) -> None:
 
 def test_stochastic_fixed_run_passes(stochastic_report: dict) -> None:
     _assert_fixed_passed(stochastic_report, STOCHASTIC_REPEAT)
+
+
+def _handshake_note(run: dict) -> str:
+    notes = [e["message"] for e in run["events"] if e["event"] == "note" and e["message"].startswith("handshake:")]
+    assert len(notes) == 1, _where(run)
+    return notes[0]
+
+
+def test_deterministic_buggy_pauses_end_when_the_free_lands(deterministic_report: dict) -> None:
+    """The handshake, not a sleep: every paused frame resumed because the DRef's kill_reg had landed,
+    right after the header (0 bytes into the payload), and none waited out its deadline."""
+    for run in _runs(deterministic_report, "buggy"):
+        note = _handshake_note(run)
+        assert "ended by another thread's frame landing 3," in note, note
+        assert "by the deadline 0" in note, note
+        assert "kill_reg frame header starts 0 bytes into its payload" in run["corruption"][0]["message"]
+
+
+def test_deterministic_fixed_runs_the_same_collection_mid_frame(deterministic_report: dict) -> None:
+    """The fixed build pauses the same frames and collects on the same thread; the collection frees
+    nothing (no cycle), so the collector ends the pause itself and no deadline is waited out."""
+    for run in _runs(deterministic_report, "fixed"):
+        note = _handshake_note(run)
+        assert "3 frames paused after their header" in note, note
+        assert "by a collection freeing nothing 3, by the deadline 0" in note, note
+        foreign = [event for event in run["events"] if event["event"] == "gc-foreign-thread"]
+        assert any(event.get("thread_name") == "gc-collector" for event in foreign), _where(run)
+
+
+def test_a_broken_handshake_fails_the_run_with_its_reason(tmp_path: Path) -> None:
+    """A payload too small to be streamed never pauses: the run must fail saying so, never pass quietly."""
+    text = SCENARIO_FILE.read_text()
+    assert "CALL_PAYLOAD_BYTES = 64 * 1024\n" in text
+    broken = tmp_path / "gc_channel_small_frames.py"
+    broken.write_text(text.replace("CALL_PAYLOAD_BYTES = 64 * 1024\n", "CALL_PAYLOAD_BYTES = 1024\n"))
+    report_dir = tmp_path / "r"
+    proc = run_cli("run", str(broken), "-k", DETERMINISTIC, "--repeat", "1", "--report", str(report_dir),
+                   env={"LIFEGUARD_FIXTURES": str(ROOT / "fixtures_native")})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    runs = load_report(report_dir)["runs"]
+    assert {run["variant"] for run in runs} == {"buggy", "fixed"}
+    for run in runs:
+        assert (run["outcome"], run["phase"]) == ("failed", "run"), _where(run)
+        assert "mid-frame handshake broken" in run["reason"] + run["stderr_tail"], _where(run)

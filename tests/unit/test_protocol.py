@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lifeguard.child import protocol
 from lifeguard.interpreter import Interpreter
-from lifeguard.model.run import RunSpec
+from lifeguard.model.run import RunKind, RunSpec
 from lifeguard.run.launch import child_env, child_spec
 
 PACKAGE = Path(protocol.__file__).resolve().parents[1]
@@ -18,7 +18,7 @@ def spec_for_test(tmp: Path) -> RunSpec:
     interpreter = Interpreter(executable="/usr/bin/python3", version=(3, 11, 7), include="/usr/include/python3.11",
                               ext_suffix=".cpython-311-x86_64-linux-gnu.so", soabi="cpython-311-x86_64-linux-gnu",
                               libdir="/usr/lib", ldlibrary="libpython3.11.so")
-    return RunSpec(scenario="s", variant="buggy", index=0, kind="function", path="s.py", function="f", code=None,
+    return RunSpec(scenario="s", variant="buggy", index=0, kind=RunKind.FUNCTION, path="s.py", function="f", code=None,
                    interpreter=interpreter, timeout=5.0, run_dir=tmp, expected="passed")
 
 
