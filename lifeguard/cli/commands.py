@@ -7,6 +7,7 @@ Options shared by several subcommands live in a base class (``Selecting`` for th
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import shutil
 import sys
@@ -43,7 +44,9 @@ class Command:
 
     @classmethod
     def description(cls) -> str:
-        return " ".join((cls.__doc__ or "").split())
+        """The docstring's body (its paragraphs after the first line), else that line."""
+        paragraphs = inspect.cleandoc(cls.__doc__ or "").split("\n\n")
+        return " ".join(" ".join(paragraphs[1:] or paragraphs[:1]).split())
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--python", metavar="PATH", help=self.python_help)
