@@ -44,14 +44,18 @@ CXX_FLAGS = ("-std=c++17",)
 VARIANT_DEFINES = {"buggy": "-DLIFEGUARD_FIXED=0", "fixed": "-DLIFEGUARD_FIXED=1"}
 
 
-def project_root() -> Path:
-    return Path(__file__).resolve().parent.parent
+def bundled(folder: str) -> Path:
+    """A folder lifeguard ships (``scenarios``, ``fixtures_native``): inside the installed package
+    (a wheel maps them to ``lifeguard/<folder>``, see pyproject.toml), else beside it in a checkout."""
+    package = Path(__file__).resolve().parent
+    installed = package / folder
+    return installed if installed.is_dir() else package.parent / folder
 
 
 def fixtures_root() -> Path:
-    """``$LIFEGUARD_FIXTURES`` or the project's own ``fixtures_native/``."""
+    """``$LIFEGUARD_FIXTURES`` or the bundled ``fixtures_native/``."""
     explicit = os.environ.get("LIFEGUARD_FIXTURES")
-    return Path(explicit) if explicit else project_root() / "fixtures_native"
+    return Path(explicit) if explicit else bundled("fixtures_native")
 
 
 def available_fixtures() -> list[str]:

@@ -16,6 +16,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from lifeguard.build import bundled
 from lifeguard.errors import ConfigurationError, ScenarioDefinitionError, UsageError
 from lifeguard.model.scenario import (
     DEFAULT_TIMEOUT,
@@ -28,11 +29,11 @@ BUNDLED_DIR_NAME = "scenarios"
 
 
 def bundled_scenarios_dir() -> Path:
-    """``./scenarios`` when run from a checkout, else the one beside the package."""
+    """``./scenarios`` when run from a checkout, else the bundled one (in the package, or beside it)."""
     here = Path.cwd() / BUNDLED_DIR_NAME
     if here.is_dir():
         return here
-    return Path(__file__).resolve().parents[2] / BUNDLED_DIR_NAME
+    return bundled(BUNDLED_DIR_NAME)
 
 
 def declares_scenarios(path: Path) -> bool:
