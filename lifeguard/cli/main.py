@@ -25,10 +25,28 @@ def build_parser() -> Parser:
     return parser
 
 
+# Signals that end a session like Ctrl-C: every child killed, what finished written. The exit code
+# is the shell's convention for the signal (128 + its number: 143 for SIGTERM, 129 for SIGHUP).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    # SIGTERM (CI cancelling the job) is handled like Ctrl-C: kill every child, keep what finished.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    stopped: list[int] = []  # the first stop signal that arrived
+
+    def stop(signum: int, frame: object) -> None:
+        stopped.append(signum)
+        raise KeyboardInterrupt
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, stop)
+    code = _main(parser, argv)
+    if code == EXIT_INTERRUPTED and stopped:
+        return 128 + stopped[0]
+    return code
+
+
+def _main(parser: Parser, argv: Sequence[str] | None) -> int:
     try:
         args = parser.parse_args(argv)
         if args.command is None:
@@ -51,9 +69,6 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_INTERNAL
 
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

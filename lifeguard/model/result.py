@@ -248,4 +248,6 @@ class Session:
 
     @property
     def all_expected(self) -> bool:
-        return bool(self.summaries) and all(s.verdict is Verdict.EXPECTED for s in self.summaries)
+        """Every verdict expected, in a session that ran to its end (an interrupted one proves nothing)."""
+        return (not self.interrupted and bool(self.summaries)
+                and all(s.verdict is Verdict.EXPECTED for s in self.summaries))

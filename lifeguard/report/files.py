@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
 
 from lifeguard import __version__
+from lifeguard.errors import ConfigurationError
 from lifeguard.model.result import RunResult, Session
 from lifeguard.report.html import render
 from lifeguard.report.junit import junit_xml
@@ -56,11 +59,32 @@ def report_dict(session: Session) -> dict[str, Any]:
 
 
 
+# What a session writes into its report folder; a reused folder is emptied of these first, so no
+# evidence of an earlier session stands beside a new verdict.
+REPORT_FILES = ("results.jsonl", "report.json", "junit.xml", "report.html")
+RUNS_FOLDER = "runs"
+LOCK_FILE = ".lifeguard.lock"
+
+
 class ReportDirSink:
-    """--report DIR: results.jsonl as runs finish; report.json, junit.xml and report.html at the end."""
+    """--report DIR: results.jsonl as runs finish; report.json, junit.xml and report.html at the end.
+
+    The folder is locked for the session: a second lifeguard writing into it is refused.
+    """
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self._lock = open(directory / LOCK_FILE, "a")  # noqa: SIM115 (held until finish)
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._lock.close()
+            raise ConfigurationError(f"--report {directory}: another lifeguard is writing this folder; "
+                                     "wait for it or choose another folder") from None
+        for name in REPORT_FILES:
+            (directory / name).unlink(missing_ok=True)
+        shutil.rmtree(directory / RUNS_FOLDER, ignore_errors=True)
         self.jsonl = JsonlSink(directory / "results.jsonl")
 
     def start(self, session: Session, total_runs: int | None) -> None:
@@ -74,6 +98,7 @@ class ReportDirSink:
         _atomic_write(self.directory / "report.json", json.dumps(report_dict(session), indent=1, default=str))
         _atomic_write(self.directory / "junit.xml", junit_xml(session))
         _atomic_write(self.directory / "report.html", render(session))
+        self._lock.close()  # releases the flock
 
 
 

@@ -33,5 +33,12 @@ def junit_xml(session: Session) -> str:
         elif any(r.outcome is not Outcome.PASSED for r in runs):
             ET.SubElement(case, "system-out").text = evidence_text(
                 next(r for r in runs if r.outcome is not Outcome.PASSED))
+    if session.interrupted:
+        # An interrupted session proves nothing: a CI page must not show it green.
+        suite.set("errors", "1")
+        suite.set("tests", str(len(session.summaries) + 1))
+        case = ET.SubElement(suite, "testcase", classname="lifeguard", name="session")
+        ET.SubElement(case, "error", message=f"interrupted after {len(session.results)} finished run(s); "
+                                             "the rest did not run")
     ET.indent(suite)
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -190,8 +192,12 @@ def test_results_jsonl_survives_sigkill_of_the_supervisor(scenario_file, tmp_pat
             os.kill(hung_pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
-def test_ctrl_c_kills_children_and_keeps_what_finished(scenario_file, tmp_path: Path, jobs: str) -> None:
+@pytest.mark.parametrize(("jobs", "stop", "code"), [
+    ("1", signal.SIGINT, 130), ("2", signal.SIGINT, 130),  # Ctrl-C
+    ("1", signal.SIGTERM, 143), ("1", signal.SIGHUP, 129),  # CI cancelling the job; the terminal closing
+])
+def test_ctrl_c_kills_children_and_keeps_what_finished(scenario_file, tmp_path: Path, jobs: str,
+                                                         stop: signal.Signals, code: int) -> None:
     pid_file, report = tmp_path / "hung.pid", tmp_path / "r"
     path = scenario_file(_quick_then_hang(pid_file))
     supervisor = _start_supervisor(path, report, "-j", jobs)
@@ -200,17 +206,48 @@ def test_ctrl_c_kills_children_and_keeps_what_finished(scenario_file, tmp_path: 
         hung_pid = int(pid_file.read_text())
         _wait_for(lambda: (report / "results.jsonl").exists() and (report / "results.jsonl").read_text(),
                   "the quick run's result")
-        os.kill(supervisor.pid, signal.SIGINT)
+        os.kill(supervisor.pid, stop)
         out, err = supervisor.communicate(timeout=30)
     finally:
         if supervisor.poll() is None:
             os.killpg(supervisor.pid, signal.SIGKILL)
             supervisor.communicate(timeout=10)
-    assert supervisor.returncode == 130, out + err
+    assert supervisor.returncode == code, out + err
     assert not pid_alive(hung_pid)
     data = load_report(report)
     assert data["interrupted"] is True
+    assert data["all_expected"] is False  # what did not run proves nothing
     assert [r["scenario"] for r in data["runs"]] == ["quick"]
+    # A CI page reading junit.xml must not show the session green.
+    suite = ET.parse(report / "junit.xml").getroot()
+    assert suite.get("errors") == "1"
+    errors = [case for case in suite.iter("testcase") if case.find("error") is not None]
+    assert [case.get("name") for case in errors] == ["session"]
+    assert "interrupted after 1 finished run(s)" in errors[0].find("error").get("message")
+
+
+def test_a_reused_report_folder_keeps_nothing_of_the_previous_session(tmp_path: Path) -> None:
+    report = tmp_path / "r"
+    first = run_cli("run", "-c", "import os; os.abort()", "--report", str(report), "--no-native")
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert [p.name for p in (report / "runs").iterdir()] == ["code-default-0"]
+    second = run_cli("run", "-c", "pass", "--report", str(report), "--no-native")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert not (report / "runs").exists() or not any((report / "runs").iterdir())
+    lines = (report / "results.jsonl").read_text().splitlines()
+    assert [json.loads(line)["outcome"] for line in lines] == ["passed"]
+    assert load_report(report)["all_expected"] is True
+
+
+def test_a_report_folder_another_lifeguard_writes_is_refused(tmp_path: Path) -> None:
+    report = tmp_path / "r"
+    report.mkdir()
+    with open(report / ".lifeguard.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running lifeguard holds it
+        proc = run_cli("run", "-c", "pass", "--report", str(report), "--no-native")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "another lifeguard is writing this folder" in proc.stderr
+    assert not (report / "results.jsonl").exists()
 
 
 def test_fatal_python_error_is_a_crash(scenario_file, tmp_path: Path) -> None:
