@@ -155,11 +155,17 @@ def hangs():
 '''
 
 
+def _default_sigint() -> None:
+    # A background job of a non-interactive shell (a CI step, `cmd &`) starts with SIGINT ignored,
+    # and Python keeps an ignored SIGINT ignored: give the supervisor a terminal's Ctrl-C.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_supervisor(path: Path, report: Path, *options: str) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.Popen([real_python(), "-m", "lifeguard", "run", str(path), "--report", str(report),
                              "--no-native", *options], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, preexec_fn=_default_sigint)
 
 
 def _wait_for(condition, what: str, timeout: float = FACT_TIMEOUT) -> None:  # type: ignore[no-untyped-def]
@@ -201,6 +207,7 @@ def test_ctrl_c_kills_children_and_keeps_what_finished(scenario_file, tmp_path: 
     pid_file, report = tmp_path / "hung.pid", tmp_path / "r"
     path = scenario_file(_quick_then_hang(pid_file))
     supervisor = _start_supervisor(path, report, "-j", jobs)
+    hung_pid = None
     try:
         _wait_for(pid_file.exists, "the hanging run")
         hung_pid = int(pid_file.read_text())
@@ -212,6 +219,8 @@ def test_ctrl_c_kills_children_and_keeps_what_finished(scenario_file, tmp_path: 
         if supervisor.poll() is None:
             os.killpg(supervisor.pid, signal.SIGKILL)
             supervisor.communicate(timeout=10)
+        if hung_pid and pid_alive(hung_pid):  # the run lives in its own session: not in the group above
+            os.kill(hung_pid, signal.SIGKILL)
     assert supervisor.returncode == code, out + err
     assert not pid_alive(hung_pid)
     data = load_report(report)
