@@ -2,12 +2,11 @@
 
 Both sides import this module: the supervisor (lifeguard.run, capture, diagnose) to start a child and
 read what it wrote, the child (bootstrap, the public API, the fork-server) to write it. Standard library
-only, and cheap to import: every run's start-up pays for it.
+only, and cheap to import: every run's start-up pays for it (no `signal`, whose import pulls in `enum`:
+the dump signal reaches the child as a number in the spec).
 """
 
 from __future__ import annotations
-
-import signal
 
 # --- environment variables the supervisor sets for a child -----------------------------------------
 CHILD_ENV = "LIFEGUARD_CHILD"  # "1" inside a supervised child: @lifeguard.scenario does no bookkeeping there
@@ -57,7 +56,6 @@ EVENTS_FILE = "events.txt"
 STDOUT_FILE = "stdout.txt"
 STDERR_FILE = "stderr.txt"
 BOOT_SCRIPT = "lifeguard_boot.py"  # the bootstrap as a script, for tools that run a file (gdb)
-DUMP_SIGNAL = signal.SIGUSR2  # asks every Python process of the tree for a faulthandler dump
 
 
 def faulthandler_file(pid: int) -> str:

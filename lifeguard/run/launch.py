@@ -10,6 +10,7 @@ import functools
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import threading
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any
 
 from lifeguard.build import cache_dir
 from lifeguard.child import protocol
-from lifeguard.child.protocol import BOOT_SCRIPT, DUMP_SIGNAL, EVENTS_FILE
+from lifeguard.child.protocol import BOOT_SCRIPT, EVENTS_FILE
 from lifeguard.model.run import BacktraceMethod, RunSpec, StartMode
 
 # The signal the child's faulthandler listens on for a dump of every thread.
@@ -41,6 +42,9 @@ def child_path_dir() -> Path:
         os.replace(tmp, link)
     return folder
 
+
+# Asks every Python process of a run's tree for a faulthandler dump (sent to the child in the spec).
+DUMP_SIGNAL = signal.SIGUSR2
 
 PRECOMPILE_TIMEOUT = 60.0
 

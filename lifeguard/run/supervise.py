@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from lifeguard.child.protocol import DUMP_SIGNAL, SPEC_ENV, faulthandler_file
+from lifeguard.child.protocol import SPEC_ENV, faulthandler_file
 from lifeguard.model.outcomes import Phase
 from lifeguard.model.result import Leftover, RunResult
 from lifeguard.model.run import RunSpec
 from lifeguard.model.stacks import ProcessStacks
 from lifeguard.run.classify import classify, phase_of, read_events
-from lifeguard.run.launch import RunFiles, child_argv, child_env, child_spec, precompile_child_side
+from lifeguard.run.launch import DUMP_SIGNAL, RunFiles, child_argv, child_env, child_spec, precompile_child_side
 from lifeguard.run.proctree import (
     kill_tree,
     leftovers_after_exit,
