@@ -9,9 +9,11 @@ Series are interleaved (run 0 of every series first) so an early failure shows e
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import re
 import shlex
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -115,12 +117,14 @@ def exit_mode_for(item: Scenario, interp: Interpreter, mode: str,
     return StartMode.FORK_FAST
 
 
-def replay_command(item: Scenario, variant: str, seed: int, perturbations: tuple[str, ...]) -> str:
-    """The command that reruns one run with the same seed and perturbations."""
+def replay_command(item: Scenario, variant: str, seed: int, perturbations: tuple[str, ...], *,
+                   timeout: float | None = None, python: str | None = None) -> str:
+    """The command that reruns one run with the same seed and perturbations, ready to paste: the real
+    code or target, and the ``--timeout`` and ``--python`` the session was given."""
     if item.replay is not None:
         return item.replay.replace("{seed}", str(seed))
     if item.kind == "code":
-        target = "-c CODE"
+        target = f"-c {shlex.quote(item.code or '')}"
     elif item.kind == "script":
         target = shlex.quote(item.path)
     else:
@@ -130,6 +134,10 @@ def replay_command(item: Scenario, variant: str, seed: int, perturbations: tuple
         command += f" --variant {variant}"
     if perturbations:
         command += f" --perturb {','.join(perturbations)}"
+    if timeout is not None:
+        command += f" --timeout {timeout:g}"
+    if python is not None:
+        command += f" --python {shlex.quote(python)}"
     return command
 
 
@@ -199,7 +207,11 @@ class Scheduler:
         seed = self.options.seed if self.options.seed is not None else run_seed(
             self.base_seed, item.name, variant, index)
         flags, env = supervisor_side(self.options.perturbations, seed)
-        replay = replay_command(item, variant, seed, self.options.perturbations)
+        # --python only when the children run under another interpreter than lifeguard's own.
+        same = os.path.realpath(interp.executable) == os.path.realpath(sys.executable)
+        python = None if same else interp.executable
+        replay = replay_command(item, variant, seed, self.options.perturbations, timeout=self.options.timeout,
+                                python=python)
         return RunSpec(
             scenario=item.name, variant=variant, index=index, kind=RunKind(item.kind), path=item.path,
             function=item.function, code=item.code, interpreter=interp,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,21 @@ def test_seed_is_recorded_and_replays(scenario_file, tmp_path: Path) -> None:
     again = load_report(tmp_path / "b")["runs"]
     assert len(again) == 1 and again[0]["seed"] == target["seed"]
     assert _state(again[0])["hashseed"] == _state(target)["hashseed"]
+
+
+def test_a_failed_runs_replay_line_pastes_as_is(tmp_path: Path) -> None:
+    """The replay line holds the real code, the seed and the session's --timeout: run it verbatim."""
+    code = "import os, sys; sys.stdout.flush(); os.abort()"
+    first = run_cli("run", "-c", code, "--timeout", "7", "--no-native", "--report", str(tmp_path / "a"))
+    assert first.returncode == 1, first.stdout + first.stderr
+    run = load_report(tmp_path / "a")["runs"][0]
+    assert run["outcome"] == "crashed"
+    words = shlex.split(run["replay"])
+    assert words[:4] == ["lifeguard", "run", "-c", code] and "--timeout" in words and "7" in words
+    replay = run_cli(*words[1:], "--no-native", "--report", str(tmp_path / "b"))
+    assert replay.returncode == 1, replay.stdout + replay.stderr
+    again = load_report(tmp_path / "b")["runs"]
+    assert len(again) == 1 and again[0]["seed"] == run["seed"] and again[0]["outcome"] == "crashed"
 
 
 def test_until_fail_stops_at_first_failure(scenario_file, tmp_path: Path) -> None:

@@ -90,7 +90,11 @@ def test_replay_commands_per_kind() -> None:
     script = scenario("tool", kind="script", path="/work/tool.py")
     assert replay_command(script, "default", 5, ()) == "lifeguard run /work/tool.py --seed 5"
     code = scenario("code", kind="code", path="", code="pass")
-    assert replay_command(code, "default", 5, ()) == "lifeguard run -c CODE --seed 5"
+    assert replay_command(code, "default", 5, ()) == "lifeguard run -c pass --seed 5"
+    crash = scenario("code", kind="code", path="", code="import os; os.abort()")
+    assert replay_command(crash, "default", 5, ()) == "lifeguard run -c 'import os; os.abort()' --seed 5"
+    assert replay_command(script, "default", 5, (), timeout=2.5, python="/opt/py 3/bin/python") == (
+        "lifeguard run /work/tool.py --seed 5 --timeout 2.5 --python '/opt/py 3/bin/python'")
     own = scenario("probe", replay="lifeguard probe mod --seed {seed}")
     assert replay_command(own, "default", 77, ()) == "lifeguard probe mod --seed 77"
 
@@ -126,7 +130,9 @@ def test_a_spec_carries_its_seed_replay_and_folder(tmp_path: Path) -> None:
     plan = scheduler(tmp_path, [FIXTURED], base_seed=1234, perturbations=("jitter",), timeout=3.0)
     spec = plan.make_spec(FIXTURED, "buggy", 2)
     assert spec.seed == run_seed(1234, "pool", "buggy", 2)
-    assert spec.replay == f"lifeguard run /work/s.py::pool --seed {spec.seed} --variant buggy --perturb jitter"
+    # The session's --timeout and its interpreter (not this one) come along: the line pastes as is.
+    assert spec.replay == (f"lifeguard run /work/s.py::pool --seed {spec.seed} --variant buggy --perturb jitter"
+                           " --timeout 3 --python /usr/bin/python3.11")
     assert spec.run_dir == tmp_path / "pool-buggy-2"
     assert spec.timeout == 3.0 and spec.expected == "crashed@exit" and spec.perturbations == ("jitter",)
     assert spec.env["PYTHONHASHSEED"] == str(spec.seed % (2**32 - 1)) and "LIFEGUARD_JITTER_US" in spec.env
