@@ -12,19 +12,28 @@ import os
 import shutil
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
 from lifeguard import __version__
 from lifeguard.cli.doctor import run_checks
-from lifeguard.cli.options import default_jobs, perturbation_list, positive_float, positive_int, seed_value
+from lifeguard.cli.options import (
+    default_jobs,
+    expectation_text,
+    jobs_value,
+    perturbation_list,
+    positive_float,
+    positive_int,
+    seed_value,
+)
 from lifeguard.cli.session import SessionSetup, exit_code, run_session
 from lifeguard.errors import EXIT_OK, EXIT_USAGE, ArgumentError
 from lifeguard.interpreter import resolve
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Session
 from lifeguard.model.run import MODES
-from lifeguard.model.scenario import VARIANTS, Scenario
+from lifeguard.model.scenario import DEFAULT_VARIANT, VARIANTS, Scenario
 from lifeguard.plan.discover import discover, select
 from lifeguard.plan.perturbations import PERTURBATIONS
 from lifeguard.plan.probes import DEFAULT_TIMEOUT as PROBE_TIMEOUT
@@ -97,10 +106,13 @@ class Run(Selecting):
         super().add_arguments(parser)
         parser.add_argument("--repeat", type=positive_int, metavar="N", help="runs per scenario x variant "
                             "(default: each scenario's own repeat)")
-        parser.add_argument("-j", "--jobs", type=positive_int, default=default_jobs(), metavar="N",
-                            help=f"runs in parallel (default: the CPUs available, {default_jobs()} here)")
+        parser.add_argument("-j", "--jobs", type=jobs_value, default=default_jobs(), metavar="N",
+                            help=f"runs in parallel, or 'auto' (default: the CPUs available, {default_jobs()} here)")
         parser.add_argument("--timeout", type=positive_float, metavar="SECONDS",
                             help="deadline per run (default: each scenario's own)")
+        parser.add_argument("--expect", type=expectation_text, metavar="OUTCOME[@PHASE]",
+                            help="what a plain script or -c code must end in (default: passed), e.g. "
+                                 "'crashed@exit' or 'hung@fork-child': a reproduction of a known bug then passes")
         parser.add_argument("--report", type=Path, metavar="DIR",
                             help="write results.jsonl (streamed), report.json, junit.xml and per-run evidence to DIR")
         parser.add_argument("--no-native", action="store_true",
@@ -130,6 +142,8 @@ class Run(Selecting):
     def run(self, args: argparse.Namespace) -> int:
         interpreter = resolve(args.python)
         scenarios = self.selection(args, args.timeout)
+        if args.expect:
+            scenarios = self.expecting(scenarios, args.expect)
         options = PlanOptions(repeat=args.repeat, timeout=args.timeout, variants=self.variants(args),
                               cores=not args.no_native, keep_cores=args.keep_cores, backtrace=args.backtrace,
                               until_fail=args.until_fail, duration=args.duration, seed=args.seed,
@@ -137,6 +151,16 @@ class Run(Selecting):
         setup = SessionSetup(interpreter, jobs=args.jobs, verbose=args.verbose, report_dir=args.report,
                              native=not args.no_native)
         return exit_code(run_session(scenarios, options, setup))
+
+
+    @staticmethod
+    def expecting(scenarios: list[Scenario], expected: str) -> list[Scenario]:
+        """Plain scripts and -c code expect ``expected``; scenarios keep their own expectations."""
+        plain = [s for s in scenarios if s.kind in ("script", "code")]
+        if not plain:
+            raise ArgumentError("--expect applies to plain scripts and -c code; scenarios declare their own "
+                                "expectations in @lifeguard.scenario(expect=...)")
+        return [replace(s, expect={DEFAULT_VARIANT: expected}) if s in plain else s for s in scenarios]
 
 
 class List(Selecting):

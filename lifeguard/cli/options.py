@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 from lifeguard.errors import ArgumentError, LifeguardError
+from lifeguard.model.outcomes import Expectation
 from lifeguard.model.validate import positive_count, positive_seconds, seed
 from lifeguard.plan.perturbations import parse_perturbations
 
@@ -31,6 +32,19 @@ def _argparse_type(validator: Callable[[Any, str], T], name: str) -> Callable[[s
 positive_int = _argparse_type(positive_count, "positive_int")
 positive_float = _argparse_type(positive_seconds, "positive_float")
 seed_value = _argparse_type(seed, "seed_value")
+
+
+def jobs_value(text: str) -> int:
+    """``-j N`` or ``-j auto`` (the CPUs available)."""
+    return default_jobs() if text == "auto" else positive_int(text)
+
+
+def expectation_text(text: str) -> str:
+    """``--expect OUTCOME[@PHASE]`` (``hung@fork-child``, ``sometimes:corrupted``), checked, as written back."""
+    try:
+        return str(Expectation.parse(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def perturbation_list(text: str) -> tuple[str, ...]:

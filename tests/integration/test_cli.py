@@ -151,3 +151,22 @@ def test_repeat_and_jobs(scenario_file, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     runs = load_report(tmp_path / "r")["runs"]
     assert sorted(r["index"] for r in runs) == list(range(6))
+
+
+def test_expect_makes_a_reproduction_pass(tmp_path: Path) -> None:
+    script = tmp_path / "repro.py"
+    script.write_text("import os\nos.abort()\n")
+    reproduced = run_cli("run", str(script), "--expect", "crashed@run", "--no-native", "-j", "auto")
+    assert reproduced.returncode == 0, reproduced.stdout + reproduced.stderr
+    assert "(expected crashed@run) -> expected" in reproduced.stdout
+    other = run_cli("run", str(script), "--expect", "hung", "--no-native")
+    assert other.returncode == 1, other.stdout + other.stderr
+    assert "(expected hung) -> unexpected" in other.stdout
+
+
+def test_expect_is_refused_where_scenarios_declare_their_own() -> None:
+    proc = run_cli("run", "pool_outlives_interpreter", "--expect", "passed")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--expect applies to plain scripts and -c code" in proc.stderr
+    bad = run_cli("run", "-c", "pass", "--expect", "crashed@later")
+    assert bad.returncode == 2 and "unknown phase 'later'" in bad.stderr
