@@ -156,11 +156,11 @@ class Run(Selecting):
     @staticmethod
     def expecting(scenarios: list[Scenario], expected: str) -> list[Scenario]:
         """Plain scripts and -c code expect ``expected``; scenarios keep their own expectations."""
-        plain = [s for s in scenarios if s.kind in ("script", "code")]
-        if not plain:
+        plain_kinds = ("script", "code")
+        if not any(s.kind in plain_kinds for s in scenarios):
             raise ArgumentError("--expect applies to plain scripts and -c code; scenarios declare their own "
                                 "expectations in @lifeguard.scenario(expect=...)")
-        return [replace(s, expect={DEFAULT_VARIANT: expected}) if s in plain else s for s in scenarios]
+        return [replace(s, expect={DEFAULT_VARIANT: expected}) if s.kind in plain_kinds else s for s in scenarios]
 
 
 class List(Selecting):

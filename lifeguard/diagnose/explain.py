@@ -15,7 +15,6 @@ from lifeguard.diagnose import diagnose
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Finding, RunResult
 from lifeguard.model.run import BacktraceMethod, RunSpec
-from lifeguard.model.stacks import render_text
 
 
 def explain(spec: RunSpec, result: RunResult) -> RunResult:
@@ -65,7 +64,7 @@ def write_artifacts(result: RunResult) -> dict[str, str]:
     written = {}
     if result.backtraces:
         path = run_dir / "backtraces.txt"
-        path.write_text("\n".join(render_text([process]) for process in result.backtraces))
+        path.write_text("\n".join(process.text for process in result.backtraces))
         written["backtraces"] = str(path)
     if result.findings:
         path = run_dir / "findings.txt"

@@ -14,7 +14,7 @@ from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome, Phase, Verdict
 from lifeguard.model.run import StartMode
 from lifeguard.model.scenario import Scenario
-from lifeguard.model.stacks import ProcessStacks, render_text
+from lifeguard.model.stacks import ProcessStacks
 from lifeguard.model.stats import SeriesStats
 
 
@@ -179,7 +179,7 @@ class RunResult:
             evidence=dict(self.evidence),
             python_stacks=dict(self.python_stacks),
             # Each process with its text rendering, as the terminal and backtraces.txt show it.
-            backtraces=[{**p.to_dict(), "text": render_text([p])} for p in self.backtraces],
+            backtraces=[{**p.to_dict(), "text": p.text} for p in self.backtraces],
             findings=[f.to_dict() for f in self.findings],
             events=[e.to_dict() for e in self.events],
             notes=list(self.notes),

@@ -14,6 +14,7 @@ pystack use, so one list reads innermost to outermost across both worlds.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -187,6 +188,11 @@ class ProcessStacks:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @functools.cached_property
+    def text(self) -> str:
+        """This process as render_text shows it; rendered once however many sinks show it."""
+        return render_text([self])
 
     @property
     def backend_label(self) -> str:

@@ -167,6 +167,9 @@ class Scheduler:
         self._lock = threading.Lock()
         self._state = [_Series(s, v, cap) for s, v, cap in self.series]
         self.base_seed = self.options.base_seed if self.options.base_seed is not None else random.getrandbits(32)
+        # Replay lines name --python only when the children run under another interpreter than lifeguard's.
+        same = os.path.realpath(self.interpreter.executable) == os.path.realpath(sys.executable)
+        self._replay_python = None if same else self.interpreter.executable
 
     @property
     def total(self) -> int | None:
@@ -207,11 +210,8 @@ class Scheduler:
         seed = self.options.seed if self.options.seed is not None else run_seed(
             self.base_seed, item.name, variant, index)
         flags, env = supervisor_side(self.options.perturbations, seed)
-        # --python only when the children run under another interpreter than lifeguard's own.
-        same = os.path.realpath(interp.executable) == os.path.realpath(sys.executable)
-        python = None if same else interp.executable
         replay = replay_command(item, variant, seed, self.options.perturbations, timeout=self.options.timeout,
-                                python=python)
+                                python=self._replay_python)
         return RunSpec(
             scenario=item.name, variant=variant, index=index, kind=RunKind(item.kind), path=item.path,
             function=item.function, code=item.code, interpreter=interp,

@@ -6,7 +6,6 @@ from __future__ import annotations
 from lifeguard.model.outcomes import Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, Session
 from lifeguard.model.run import StartMode
-from lifeguard.model.stacks import render_text
 
 EVIDENCE_LINES = 25
 
@@ -36,7 +35,7 @@ def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES) -> str:
         lines = dump.rstrip().splitlines()[-max_lines * 2:]
         parts.append(f"--- Python stacks of pid {pid} (faulthandler) ---\n" + "\n".join(lines))
     if result.backtraces:
-        lines = render_text(result.backtraces).rstrip().splitlines()
+        lines = "\n".join(p.text for p in result.backtraces).rstrip().splitlines()
         shown = lines[:NATIVE_LINES]
         if len(lines) > NATIVE_LINES:
             where = result.evidence.get("backtraces", "report.json")
