@@ -15,11 +15,18 @@ from __future__ import annotations
 
 import enum
 import functools
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lifeguard.model.kernel import KernelState
+
 EVAL_FRAME_FUNCTION = "_PyEval_EvalFrameDefault"
+# Python source of the harness, not of the program: lifeguard's child side and runpy, which runs scripts.
+_PYTHON_EXECUTABLE = re.compile(r"python[\d.]*[a-z]*")
+# (A replay under gdb runs the bootstrap from a copy in the run folder: its frames are not marked.)
+HARNESS_FILES = ("/lifeguard/child/", "<frozen runpy>", "/runpy.py")
 
 # GIL states of a thread (ThreadStack.gil); None when it cannot be told.
 GIL_HELD = "held"
@@ -47,8 +54,20 @@ class Frame:
     is_python: bool = False
     inline: bool = False  # a native frame gdb reconstructed from inlining (same pc as its caller)
 
+    @property
+    def in_interpreter(self) -> bool:
+        """A native frame of the interpreter itself: libpython or a statically linked python executable
+        (not an extension module under lib/python3.X/, whose path also says "python3")."""
+        name = (self.library or "").rsplit("/", 1)[-1]
+        return not self.is_python and (name.startswith("libpython") or _PYTHON_EXECUTABLE.fullmatch(name) is not None)
+
+    @property
+    def is_harness(self) -> bool:
+        """A Python frame of lifeguard's bootstrap or runpy: there in every run, hidden on the terminal."""
+        return self.is_python and any(part in (self.file or "") for part in HARNESS_FILES)
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "function": self.function,
             "file": self.file,
             "line": self.line,
@@ -57,6 +76,9 @@ class Frame:
             "is_python": self.is_python,
             "inline": self.inline,
         }
+        if self.is_harness:
+            data["harness"] = True
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Frame:
@@ -97,6 +119,7 @@ class ThreadStack:
     # pthread_t of the thread: what faulthandler prints as "Thread 0x...", and
     # what CPython stores in PyThreadState.thread_id.
     pthread_id: int | None = None
+    kernel: KernelState | None = None  # what /proc said the thread did across the capture window
 
     @property
     def python_frames(self) -> tuple[Frame, ...]:
@@ -112,18 +135,21 @@ class ThreadStack:
             "name": self.name,
             "gil": self.gil,
             "pthread_id": self.pthread_id,
+            "kernel": self.kernel.to_dict() if self.kernel else None,
             "frames": [f.to_dict() for f in self.frames],
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ThreadStack:
         pthread_id = data.get("pthread_id")
+        kernel = data.get("kernel")
         return cls(
             tid=int(data["tid"]),
             name=data.get("name"),
             gil=data.get("gil"),
             frames=tuple(Frame.from_dict(f) for f in data.get("frames", ())),
             pthread_id=int(pthread_id) if pthread_id is not None else None,
+            kernel=KernelState.from_dict(kernel) if kernel else None,
         )
 
 
@@ -163,6 +189,9 @@ class Backend(str, enum.Enum):
     GDB = "gdb"  # gdb attached to the live process
     CORE = "core"  # gdb on the core file the process left
     REPLAY = "replay"  # gdb ran the run again and stopped where it crashed
+    PYSTACK = "pystack"  # pystack read the live process (native and Python frames)
+    PYSTACK_CORE = "pystack-core"  # pystack read the core file the process left
+    EU_STACK = "eu-stack"  # elfutils' eu-stack unwound the live process (native frames only)
 
     def __str__(self) -> str:
         return str(self.value)
@@ -301,6 +330,8 @@ def _render_thread(thread: ThreadStack, signal: SignalInfo | None) -> list[str]:
         header += f" (pthread 0x{thread.pthread_id:x})"
     if thread.gil is not None:
         header += f" GIL {thread.gil}"
+    if thread.kernel is not None:
+        header += f" [{thread.kernel.label()}]"
     if signal is not None and signal.tid == thread.tid:
         header += f"  <-- {signal.name or 'signal'}"
     lines = [header]
