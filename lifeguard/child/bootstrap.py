@@ -41,16 +41,57 @@ def _register_dump(run_dir: str, signum: int) -> None:
     faulthandler.register(signum, file=dump, all_threads=True, chain=False)
 
 
+# At most this many of the parent's threads are listed in a fork's thread inventory.
+MAX_INVENTORY_THREADS = 64
+
+
+def _thread_inventory() -> list[dict[str, Any]]:
+    """The calling process's threads, read in the fork's prepare step: kernel names from
+    /proc/self/task and, for Python threads, their names. Cheap (one small read a thread)."""
+    threading = sys.modules.get("threading")  # never import it here: the scenario may not have
+    python_names = {}
+    if threading is not None:
+        for thread in list(getattr(threading, "_active", {}).values()):
+            native_id = getattr(thread, "native_id", None)
+            if native_id is not None:
+                python_names[native_id] = thread.name
+    inventory: list[dict[str, Any]] = []
+    try:
+        tids = sorted(int(t) for t in os.listdir("/proc/self/task") if t.isdigit())
+    except OSError:
+        return inventory
+    for tid in tids[:MAX_INVENTORY_THREADS]:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as comm:
+                name = comm.read().strip()
+        except OSError:
+            continue
+        inventory.append({"tid": tid, "comm": name, "python": python_names.get(tid)})
+    return inventory
+
+
 def _install_fork_hook(run_dir: str, signum: int) -> None:
-    main_pid = os.getpid()
+    at_fork: dict[str, Any] = {}
+
+    def before() -> None:
+        # Which threads the parent had at fork: a hung child waits for them, and they do
+        # not exist in it (an OpenMP team, a Rust pool, a thread holding a lock).
+        at_fork["parent"] = os.getpid()
+        at_fork["forking_thread"] = getattr(sys.modules.get("threading"), "get_native_id", lambda: None)()
+        at_fork["threads"] = _thread_inventory()
 
     def after_in_child() -> None:
         # The dump registration is inherited with the parent's file: give the
         # child a file of its own so each process's stacks stay apart.
         _register_dump(run_dir, signum)
-        emit(protocol.FORKED, parent=main_pid)
+        emit(protocol.FORKED, parent=at_fork.get("parent", os.getppid()),
+             forking_thread=at_fork.get("forking_thread"), parent_threads=at_fork.get("threads", []))
+        at_fork.clear()
 
-    os.register_at_fork(after_in_child=after_in_child)
+    def after_in_parent() -> None:
+        at_fork.clear()
+
+    os.register_at_fork(before=before, after_in_child=after_in_child, after_in_parent=after_in_parent)
 
 
 def _install_gc_watch() -> None:
