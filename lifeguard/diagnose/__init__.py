@@ -10,17 +10,22 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lifeguard.diagnose.evidence import Evidence
+from lifeguard.diagnose.rules.busy_loop import check as busy_loop
 from lifeguard.diagnose.rules.fork_deadlock import check as fork_deadlock
+from lifeguard.diagnose.rules.fork_runtime import check as fork_runtime
 from lifeguard.diagnose.rules.generic import check as generic
 from lifeguard.diagnose.rules.gil_deadlock import check as gil_deadlock
+from lifeguard.diagnose.rules.gil_held_blocking import check as gil_held_blocking
 from lifeguard.diagnose.rules.static_destructor import check as static_destructor
+from lifeguard.diagnose.rules.stopped import check as stopped
 from lifeguard.diagnose.rules.unregistered_thread import check as unregistered_thread
 from lifeguard.diagnose.rules.wrong_thread_gc import check as wrong_thread_gc
 from lifeguard.model.result import Finding, RunResult
 
 Rule = Callable[[Evidence], list[Finding]]
 
-RULES: tuple[Rule, ...] = (static_destructor, fork_deadlock, gil_deadlock, wrong_thread_gc, unregistered_thread)
+RULES: tuple[Rule, ...] = (static_destructor, fork_runtime, fork_deadlock, gil_deadlock, gil_held_blocking,
+                          stopped, busy_loop, wrong_thread_gc, unregistered_thread)
 FALLBACK_RULES: tuple[Rule, ...] = (generic,)
 
 

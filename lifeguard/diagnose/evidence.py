@@ -28,7 +28,6 @@ FORK_FUNCTIONS = ("__libc_fork", "_Fork", "fork", "__run_fork_handlers", "__run_
 GIL_WAIT_FUNCTIONS = ("take_gil", "PyGILState_Ensure", "PyEval_RestoreThread", "PyEval_AcquireThread",
                       "PyEval_AcquireLock")
 EXIT_HANDLER_FUNCTIONS = ("__run_exit_handlers", "__cxa_finalize", "_dl_fini", "exit", "__GI_exit")
-INTERPRETER_LIBS = ("libpython", "/python3", "/python")
 
 
 @dataclass(frozen=True)
@@ -109,9 +108,35 @@ def caller_outside(thread: ThreadStack, start: int, skip: tuple[str, ...] = ()) 
         library = frame.library or ""
         if any(part in library for part in ("libc.so", "libc-", "libstdc++", "libpthread", "ld-linux")):
             continue
-        if any(part in library for part in INTERPRETER_LIBS) or matches(frame.function, skip):
+        if frame.in_interpreter or matches(frame.function, skip):
             continue
         if frame.function and (frame.function.startswith("std::") or frame.function.startswith("__")):
+            continue
+        return frame
+    return None
+
+
+# The interpreter's own call and lock machinery: never the C code that *uses* a lock.
+_CALL_MACHINERY = ("_PyEval_", "PyEval_", "_PyObject_", "PyObject_", "_PyFunction_", "cfunction_", "method_vectorcall",
+                   "_PyVectorcall", "PyVectorcall", "vectorcall", "PyThread_acquire_lock", "acquire_timed",
+                   "lock_PyThread_acquire_lock", "rlock_acquire", "PyMutex", "_PyMutex", "_PyParkingLot",
+                   "_PySemaphore", "PyCFunction_", "_PyCFunction", "slot_tp_", "wrapper_call", "wrap_")
+
+
+def c_caller(thread: ThreadStack, start: int) -> Frame | None:
+    """The C code that made the blocking call at ``start``: the first native frame towards main that is
+    not libc, not the interpreter's call or lock machinery (``_enter_buffered_busy``, ``EVP_update``), or
+    None when Python called the lock directly."""
+    for frame in thread.frames[start + 1:]:
+        if frame.is_python:
+            return None
+        library = frame.library or ""
+        function = frame.function or ""
+        if any(part in library for part in ("libc.so", "libc-", "libpthread", "ld-linux")) or not function:
+            continue
+        if function.lstrip("_").startswith(tuple(m.lstrip("_") for m in _CALL_MACHINERY)):
+            continue
+        if matches(function, WAIT_FUNCTIONS):
             continue
         return frame
     return None

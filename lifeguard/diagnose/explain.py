@@ -12,6 +12,7 @@ from pathlib import Path
 from lifeguard.capture.cores import core_setup, find_cores
 from lifeguard.capture.native import analyse_crash_cores, gdb_missing_note, merge_python_stacks, replay_under_gdb
 from lifeguard.diagnose import diagnose
+from lifeguard.diagnose.view import stacks_view
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Finding, RunResult
 from lifeguard.model.run import BacktraceMethod, RunSpec
@@ -71,9 +72,11 @@ def write_artifacts(result: RunResult) -> dict[str, str]:
         lines = []
         for finding in result.findings:
             lines.append(str(finding))
-            lines.extend(f"    {frame}" for frame in finding.frames)
             if finding.hint:
                 lines.append(f"  fix: {finding.hint}")
+            lines.extend(f"  seen: {item}" for item in finding.evidence)
+        if result.backtraces:
+            lines += ["", "stacks, culprit first (every frame of every thread: backtraces.txt):", stacks_view(result)]
         path.write_text("\n".join(lines) + "\n")
         written["findings"] = str(path)
     return written

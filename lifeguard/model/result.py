@@ -109,17 +109,19 @@ class Finding:
     threads: tuple[ThreadRef, ...] = ()
     frames: tuple[str, ...] = ()  # the frames that make the case, rendered
     details: dict[str, Any] = field(default_factory=dict)
+    evidence: tuple[str, ...] = ()  # the lines and readings it rests on, so a reader can check it
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "summary": self.summary, "hint": self.hint,
                 "threads": [t.to_dict() for t in self.threads], "frames": list(self.frames),
-                "details": self.details}
+                "details": self.details, "evidence": list(self.evidence)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Finding:
         return cls(str(data["kind"]), str(data.get("summary", "")), str(data.get("hint", "")),
                    tuple(ThreadRef.from_dict(t) for t in data.get("threads", ())),
-                   tuple(data.get("frames", ())), dict(data.get("details") or {}))
+                   tuple(data.get("frames", ())), dict(data.get("details") or {}),
+                   tuple(data.get("evidence", ())))
 
     def __str__(self) -> str:
         return f"[{self.kind}] {self.summary}"

@@ -7,12 +7,20 @@ the classic: a child forked while another thread held a lock waits forever for i
 
 from __future__ import annotations
 
-from lifeguard.child.protocol import FORKED
+from lifeguard.diagnose.activity import (
+    ForkRecord,
+    fork_records,
+    how_blocked,
+    is_blocked,
+    parent_threads_at_fork,
+    python_text,
+)
 from lifeguard.diagnose.evidence import (
     FORK_FUNCTIONS,
     GIL_WAIT_FUNCTIONS,
     Evidence,
     blocking_call,
+    c_caller,
     caller_outside,
     describe,
     first_frame,
@@ -20,8 +28,10 @@ from lifeguard.diagnose.evidence import (
     thread_ref,
     waits_for,
 )
+from lifeguard.diagnose.runtimes import runtime_of
 from lifeguard.model.outcomes import Outcome
-from lifeguard.model.result import Finding
+from lifeguard.model.result import Finding, ThreadRef
+from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack
 
 KIND = "fork-deadlock"
 HINT_PREPARE = ("Do not block on other threads in a pthread_atfork prepare handler while they may need the GIL: "
@@ -39,7 +49,7 @@ def check(evidence: Evidence) -> list[Finding]:
     if evidence.outcome is not Outcome.HUNG:
         return []
     findings: list[Finding] = []
-    forked_pids = {e.pid for e in evidence.events if e.name == FORKED}
+    records = fork_records(evidence)
     for process, thread in evidence.threads():
         fork_at = first_frame(thread, FORK_FUNCTIONS)
         if fork_at is None:
@@ -72,27 +82,61 @@ def check(evidence: Evidence) -> list[Finding]:
         findings.append(Finding(kind=KIND, summary=summary, hint=hint, threads=tuple(involved),
                                 frames=tuple(str(f) for f in thread.frames[: fork_at[0] + 1] if not f.is_python)))
     for process in evidence.processes:
-        if process.pid not in forked_pids:
+        record = records.get(process.pid)
+        if record is None:
             continue
         for thread in process.threads:
+            if runtime_of(thread) is not None:
+                continue  # a pool that stayed in the parent: fork-runtime explains it
             # Name the lock at the highest level that shows it: Python's lock before libc's futex.
-            lock = first_frame(thread, ("PyThread_acquire_lock_timed",)) or first_frame(
-                thread, ("pthread_mutex_lock", "___pthread_mutex_lock", "__lll_lock_wait",
-                         "__lll_lock_wait_private", "sem_wait", "do_futex_wait", "__futex_abstimed_wait"))
-            if lock is None:
+            lock = first_frame(thread, PYTHON_LOCK_FUNCTIONS) or first_frame(thread, NATIVE_LOCK_FUNCTIONS)
+            if lock is None or not (is_blocked(thread) or thread.kernel is None):
                 continue
-            caller = caller_outside(thread, lock[0])
-            summary = (f"forked child {process.pid} is blocked on a lock inherited from its parent: thread "
-                       f"{thread.tid} waits in {describe(lock[1])}, called from {describe(caller)}")
-            findings.append(Finding(kind=KIND, summary=summary, hint=HINT_CHILD,
-                                    threads=(thread_ref(process, thread, "blocked in forked child"),),
-                                    frames=tuple(str(f) for f in thread.frames[:12])))
+            findings.append(_inherited_lock(evidence, process, thread, lock[0], lock[1], record))
             break
     if not findings and not evidence.processes:
         # Without native stacks: a forked child's faulthandler dump stuck on a lock.
         for pid, dump in evidence.python_stacks.items():
-            if int(pid) in forked_pids and (".acquire" in dump or "__enter__" in dump):
+            if int(pid) in records and (".acquire" in dump or "__enter__" in dump):
                 findings.append(Finding(
                     kind=KIND, summary=f"forked child {pid} is blocked acquiring a lock (Python stack)",
                     hint=HINT_CHILD, details={"confidence": "python stack only"}))
     return findings
+
+
+PYTHON_LOCK_FUNCTIONS = ("PyThread_acquire_lock_timed", "PyThread_acquire_lock", "PyMutex_LockFlags",
+                         "_PyMutex_LockTimed", "_PyMutex_LockSlow")
+NATIVE_LOCK_FUNCTIONS = ("pthread_mutex_lock", "___pthread_mutex_lock", "__lll_lock_wait", "__lll_lock_wait_private",
+                         "sem_wait", "do_futex_wait", "__futex_abstimed_wait")
+
+
+def _inherited_lock(evidence: Evidence, process: ProcessStacks, thread: ThreadStack, at: int, lock: Frame,
+                    record: ForkRecord) -> Finding:
+    """A forked child blocked on a lock: the C code that takes it, the Python line, and the parent's
+    thread that held it at fork where the parent's stacks show one in the same C code."""
+    native = c_caller(thread, at)
+    entered = python_text(thread)
+    origin = f", from Python at {entered}" if entered else f", called from {describe(caller_outside(thread, at))}"
+    summary = (f"forked child {process.pid} is blocked on a lock inherited from its parent: thread {thread.tid} "
+               f"is {how_blocked(thread)} in {describe(lock)}, taken by "
+               + (describe(native) if native is not None else "Python code (a threading lock)")
+               + origin)
+    involved = [thread_ref(process, thread, "blocked in forked child")]
+    lines = [f"thread {thread.tid} of process {process.pid}: {how_blocked(thread)}"]
+    holders = [t for t in parent_threads_at_fork(evidence, record)
+               if native is not None and native.function and any(f.function == native.function for f in t.frames)]
+    if holders:
+        holder = holders[0]
+        where = python_text(holder)
+        summary += (f"; parent thread {holder.tid} ({holder.name or '?'}), which existed at fork, is in the same "
+                    f"code ({describe(native)}" + (f", from {where}" if where else "") + "): it held the lock "
+                    "when the parent forked")
+        involved.append(ThreadRef(record.parent or 0, holder.tid, holder.name, "held the lock at fork"))
+    elif record.other_threads:
+        summary += (f"; the parent {record.parent} had {len(record.other_threads)} other thread(s) at fork "
+                    f"({record.describe_threads()}): one of them held it")
+    if record.parent_threads:
+        lines.append(f"parent {record.parent} at fork: {len(record.parent_threads)} thread(s), "
+                     f"forking thread {record.forking_thread}")
+    return Finding(kind=KIND, summary=summary, hint=HINT_CHILD, threads=tuple(involved),
+                   frames=tuple(str(f) for f in thread.frames[:12]), evidence=tuple(lines))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from lifeguard.diagnose.evidence import Evidence, describe, is_waiting, python_location, thread_ref
+from lifeguard.diagnose.activity import fork_records, how_blocked, is_blocked, python_text
+from lifeguard.diagnose.evidence import Evidence, blocking_call, c_caller, describe, python_location, thread_ref
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Finding
 
@@ -49,20 +50,41 @@ def check(evidence: Evidence) -> list[Finding]:
     if evidence.outcome is Outcome.HUNG:
         threads = evidence.threads()
         if threads:
-            idle = [(p, t) for p, t in threads if any(is_waiting(f) for f in t.frames[:6])]
-            if len(idle) == len(threads):
-                summary = (f"hung with every thread blocked: {len(threads)} thread(s) in "
-                           f"{len(evidence.processes)} process(es), none running")
-            else:
-                summary = f"hung: {len(threads) - len(idle)} of {len(threads)} thread(s) still running (busy loop?)"
-            return [Finding(kind="hang", summary=summary,
-                            hint="Look for a thread waiting on another that waits back (locks, join, the GIL).",
-                            threads=tuple(thread_ref(p, t, "blocked") for p, t in idle[:8]))]
+            return [_hang(evidence)]
         places = [p for p in (python_location(d) for d in evidence.python_stacks.values()) if p]
         summary = "hung" + (f" in {', '.join(places)}" if places else "")
         return [Finding(kind="hang", summary=summary + " (Python stacks only)",
-                        hint="Look for a thread waiting on another that waits back (locks, join, the GIL).")]
+                        hint=HANG_HINT)]
     if evidence.outcome is Outcome.CORRUPTED:
         return [Finding(kind="corruption", summary="the scenario reported broken data",
                         hint="Look for two threads writing to the same buffer, channel or object.")]
     return []
+
+
+HANG_HINT = "Look for a thread waiting on another that waits back (locks, join, the GIL)."
+
+
+def _hang(evidence: Evidence) -> Finding:
+    """Every thread's kernel state counted, and where the most relevant process's main thread waits."""
+    threads = evidence.threads()
+    blocked = [(p, t) for p, t in threads if is_blocked(t)]
+    forked = fork_records(evidence)
+    # The deepest forked child is where a tree's hang usually starts; its parents wait for it.
+    process = next((p for p in reversed(evidence.processes) if p.pid in forked and p.threads),
+                   next((p for p in evidence.processes if p.threads), evidence.processes[0]))
+    main = process.threads[0]
+    if len(blocked) == len(threads):
+        summary = (f"hung with every thread blocked: {len(threads)} thread(s) in {len(evidence.processes)} "
+                   f"process(es), none running")
+    else:
+        summary = (f"hung: {len(blocked)} of {len(threads)} thread(s) blocked, the others' state unknown "
+                   "(no kernel reading)")
+    call = blocking_call(main)
+    where = python_text(main)
+    native = c_caller(main, call[0]) if call else None
+    summary += (f"; process {process.pid}'s main thread {main.tid} is {how_blocked(main)} in "
+                f"{describe(call[1] if call else None)}" + (f", called from {describe(native)}" if native else "")
+                + (f", from Python at {where}" if where else ""))
+    return Finding(kind="hang", summary=summary, hint=HANG_HINT, threads=(thread_ref(process, main, "main"),),
+                   frames=tuple(str(f) for f in main.frames[:8] if not f.is_python),
+                   evidence=tuple(f"thread {t.tid} of {p.pid}: {how_blocked(t)}" for p, t in threads[:12]))

@@ -1,4 +1,4 @@
-"""gil-deadlock: the thread holding the GIL waits on a thread that waits for the GIL.
+"""gil-deadlock: the thread holding the GIL waits on a thread that waits for the GIL (a real cycle).
 
 Seen in the MXNet incident: the forking thread holds the GIL and joins a worker;
 the worker waits for the GIL in PyGILState_Ensure. Neither can move.
@@ -6,6 +6,7 @@ the worker waits for the GIL in PyGILState_Ensure. Neither can move.
 
 from __future__ import annotations
 
+from lifeguard.diagnose.activity import is_blocked, is_spinning, waits_on_io
 from lifeguard.diagnose.evidence import (
     FORK_FUNCTIONS,
     GIL_WAIT_FUNCTIONS,
@@ -22,11 +23,21 @@ from lifeguard.diagnose.evidence import (
 )
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Finding
-from lifeguard.model.stacks import GIL_HELD
+from lifeguard.model.stacks import GIL_HELD, ThreadStack
 
 KIND = "gil-deadlock"
 HINT = ("Release the GIL before blocking on another thread that may call into Python (Py_BEGIN_ALLOW_THREADS "
         "around join / wait / lock), and acquire native locks before the GIL, never the other way round.")
+
+
+def waits_on_thread(thread: ThreadStack) -> bool:
+    """Blocked waiting for another thread (a join, a lock, a condition, a fork's handlers), not asleep
+    in a timer or I/O and not running: only then can the GIL it holds close a cycle."""
+    if is_spinning(thread):
+        return False
+    if has_frame(thread, JOIN_FUNCTIONS) or has_frame(thread, FORK_FUNCTIONS):
+        return True
+    return is_blocked(thread) and not waits_on_io(thread)
 
 
 def check(evidence: Evidence) -> list[Finding]:
@@ -50,6 +61,8 @@ def check(evidence: Evidence) -> list[Finding]:
                 continue
             holders, confidence = candidates, "holder inferred from stacks"
         holder = holders[0]
+        if not waits_on_thread(holder):
+            continue  # sleeping, reading or spinning with the GIL: gil-held-while-blocked / busy-loop say so
         blocked = blocking_call(holder) or first_waiting_frame(holder)
         waiter = waiters[0]
         wait_at = first_frame(waiter, GIL_WAIT_FUNCTIONS)

@@ -1,0 +1,183 @@
+"""The stacks of a failed run as a reader needs them: the culprit first, in full; the rest one line each.
+
+Processes are ordered by relevance (those a finding names, the crashed one, forked children before the
+parents that wait for them). The threads a finding names, and a crashed thread, are printed in full;
+every other thread gets one line (name, kernel state, innermost meaningful frame). lifeguard's own
+bootstrap and runpy frames, and the interpreter start-up under them, are hidden (report.json keeps them,
+marked ``harness``); runs of interpreter call machinery collapse to their first frame. Nothing a finding
+rests on is cut by a line limit: the full text of every thread is in backtraces.txt.
+"""
+
+from __future__ import annotations
+
+from lifeguard.child.protocol import FORKED
+from lifeguard.model.result import RunResult
+from lifeguard.model.stacks import Frame, ProcessStacks, SignalInfo, ThreadStack
+
+# At most this many one-line threads a process; the rest are counted (all are in backtraces.txt).
+MAX_SUMMARY_THREADS = 24
+_SYSTEM = ("libc.so", "libc-", "libpthread", "ld-linux")
+# Native frames that are only how a thread starts or how the interpreter runs code.
+_STARTUP = ("_start", "__libc_start", "main", "Py_BytesMain", "Py_RunMain", "Py_Main", "pymain_", "PyRun_",
+            "run_mod", "run_eval_code_obj", "start_thread", "clone", "clone3", "thread_run", "pythread_wrapper")
+
+
+def _short(path: str | None) -> str:
+    return (path or "?").rsplit("/", 1)[-1]
+
+
+def _is_interpreter(frame: Frame) -> bool:
+    return frame.in_interpreter
+
+
+def _is_plumbing(frame: Frame) -> bool:
+    """Frames that say nothing about the bug: the harness, interpreter start-up, libc thread start."""
+    if frame.is_python:
+        return frame.is_harness or frame.file == "<string>"  # the bootstrap's -c line
+    function = frame.function or ""
+    library = frame.library or ""
+    return function.startswith(_STARTUP) or _is_interpreter(frame) or any(part in library for part in _SYSTEM)
+
+
+def trimmed_frames(thread: ThreadStack) -> tuple[list[Frame | str], int]:
+    """The frames to print (a str stands for a collapsed run) and how many outer frames were hidden."""
+    frames = list(thread.frames)
+    last = len(frames) - 1
+    while last >= 0 and _is_plumbing(frames[last]):
+        last -= 1
+    if last < 0:
+        last = len(frames) - 1  # nothing but plumbing: show it all rather than nothing
+    hidden = len(frames) - 1 - last
+    shown: list[Frame | str] = []
+    position = 0
+    kept = frames[: last + 1]
+    while position < len(kept):
+        frame = kept[position]
+        run_end = position
+        if _is_interpreter(frame):
+            while run_end + 1 < len(kept) and _is_interpreter(kept[run_end + 1]):
+                run_end += 1
+        repeat_end = position
+        while repeat_end + 1 < len(kept) and _same(kept[repeat_end + 1], frame):
+            repeat_end += 1
+        shown.append(frame)
+        if repeat_end > position:
+            shown.append(f"(the frame above repeated {repeat_end - position} more time(s))")
+            position = repeat_end + 1
+            continue
+        if run_end - position >= 2:
+            shown.append(f"({run_end - position} interpreter frames)")
+            position = run_end + 1
+            continue
+        position += 1
+    return shown, hidden
+
+
+def _same(a: Frame, b: Frame) -> bool:
+    return (a.function, a.address, a.file, a.line, a.is_python) == (b.function, b.address, b.file, b.line,
+                                                                    b.is_python)
+
+
+def _frame_line(frame: Frame) -> str:
+    if frame.is_python:
+        return f"      py  {frame.function or '??'} ({frame.file}:{frame.line})"
+    source = f" at {_short(frame.file)}:{frame.line}" if frame.file and frame.line is not None else ""
+    library = f" [{_short(frame.library)}]" if frame.library else ""
+    return f"      {frame.function or '??'}{source}{library}"
+
+
+def _thread_title(thread: ThreadStack, signal: SignalInfo | None) -> str:
+    text = f"Thread {thread.tid}" + (f' "{thread.name}"' if thread.name else "")
+    if thread.gil is not None:
+        text += f" GIL {thread.gil}"
+    if thread.kernel is not None:
+        text += f", {thread.kernel.label()}"
+    if signal is not None and signal.tid == thread.tid:
+        text += f"  <-- {signal.name or 'signal'}"
+    return text
+
+
+def innermost_meaningful(thread: ThreadStack) -> Frame | None:
+    """The first frame, innermost first, that is not libc or wait plumbing: where the thread is, in code
+    someone wrote (the library's or the user's); the innermost frame when all are plumbing."""
+    natives = [f for f in thread.frames if not f.is_python]
+    for frame in thread.frames:
+        if frame.is_python and not frame.is_harness:
+            return frame
+        if frame.is_python or any(part in (frame.library or "") for part in _SYSTEM) or _is_interpreter(frame):
+            continue
+        return frame
+    return natives[0] if natives else None
+
+
+def _thread_full(thread: ThreadStack, signal: SignalInfo | None, role: str | None) -> list[str]:
+    lines = [f"  {_thread_title(thread, signal)}" + (f"  <-- {role}" if role else "")]
+    shown, hidden = trimmed_frames(thread)
+    for item in shown:
+        lines.append(f"      {item}" if isinstance(item, str) else _frame_line(item))
+    if hidden:
+        lines.append(f"      ({hidden} outer frames hidden: interpreter start-up, lifeguard's bootstrap)")
+    if not thread.frames:
+        lines.append("      (no frames)")
+    return lines
+
+
+def _thread_line(thread: ThreadStack, signal: SignalInfo | None) -> str:
+    frame = innermost_meaningful(thread)
+    where = ""
+    if frame is not None:
+        where = (f": {frame.function} ({_short(frame.file)}:{frame.line})" if frame.is_python
+                 else f": {frame.function or '??'} [{_short(frame.library)}]")
+    return f"  {_thread_title(thread, signal)}{where}"
+
+
+def _relevance(result: RunResult) -> list[ProcessStacks]:
+    named = [ref.pid for finding in result.findings for ref in finding.threads]
+    forked = [e.pid for e in result.events if e.name == FORKED]
+
+    def key(item: tuple[int, ProcessStacks]) -> tuple[int, int]:
+        position, process = item
+        if process.pid in named:
+            return (0, named.index(process.pid))
+        if process.signal is not None:
+            return (1, position)
+        if process.pid in forked:
+            return (2, -forked.index(process.pid))  # the newest child first: its parents wait for it
+        return (3, position)
+
+    return [p for _, p in sorted(enumerate(result.backtraces), key=key)]
+
+
+def stacks_view(result: RunResult) -> str:
+    """The culprit-first text of a run's native stacks (empty when there are none)."""
+    roles = {(ref.pid, ref.tid): ref.role for finding in result.findings for ref in finding.threads}
+    forked = {e.pid: e.get("parent") for e in result.events if e.name == FORKED}
+    lines: list[str] = []
+    ordered = _relevance(result)
+    for rank, process in enumerate(ordered):
+        title = f"Process {process.pid}"
+        if process.pid in forked:
+            title += f" (forked child of {forked[process.pid]})"
+        elif process.ppid is not None:
+            title += f" (parent {process.ppid})"
+        lines.append(f"{title}  [{process.backend_label}]")
+        if process.signal is not None:
+            lines.append(f"  killed by {process.signal}")
+        if process.error:
+            lines.append(f"  capture failed: {process.error}")
+        full = {t.tid for t in process.threads if (process.pid, t.tid) in roles}
+        if process.signal is not None and process.signal.tid is not None:
+            full.add(process.signal.tid)
+        if not full and rank == 0 and process.threads:
+            full.add(process.threads[0].tid)  # no finding names a thread: the main one of the likeliest process
+        summarised = 0
+        for thread in process.threads:
+            if thread.tid in full:
+                lines.extend(_thread_full(thread, process.signal, roles.get((process.pid, thread.tid))))
+            elif summarised < MAX_SUMMARY_THREADS:
+                lines.append(_thread_line(thread, process.signal))
+                summarised += 1
+        rest = len(process.threads) - len(full) - summarised
+        if rest > 0:
+            lines.append(f"  ... and {rest} more thread(s)")
+    return "\n".join(lines)

@@ -1,0 +1,96 @@
+"""The hang rules on real captured evidence (tests/data/hangs/, kept with benchmarks/save_evidence.py from
+real runs of the programs tests/integration/test_thread_state.py builds): each hang explained by its own
+rule, the culprit first on the terminal, no "busy loop" where every thread sleeps."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from lifeguard.diagnose import diagnose
+from lifeguard.diagnose.view import stacks_view
+from lifeguard.model.result import RunResult
+from lifeguard.report.text import evidence_text
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "hangs"
+
+
+def evidence(name: str) -> RunResult:
+    run = RunResult.from_dict(json.loads((DATA / f"{name}.json").read_text()))
+    return replace(run, findings=())
+
+
+# name: (finding kinds, in order; what the first finding must say)
+CASES = {
+    "sleep": (["hang"], ["every thread blocked", "blocked in futex", "park_forever", "sleep.py:3"]),
+    "spin": (["busy-loop"], ["spin_forever", "spinning", "spin.py:3", "holding the GIL"]),
+    "stop": (["stopped"], ["is stopped", "stop.py:2"]),
+    "gilsleep": (["gil-held-while-blocked"], ["holds the GIL while blocked in pause", "pause_forever",
+                                               "1 other thread(s) wait for the GIL"]),
+    "lockfork": (["fork-deadlock"], ["inherited from its parent", "PyThread_acquire_lock_timed", "lockfork.py:16",
+                                     "Thread-1 (holder)"]),
+    "hashfork": (["fork-deadlock", "busy-loop"], ["EVP_update", "hashfork.py:19", "hasher (hashfork.py:12)",
+                                                  "held the lock when the parent forked"]),
+    "ompfork": (["fork-runtime"], ["GNU OpenMP runtime (libgomp)", "ompfork.py:7", "1 of them OpenMP worker(s)",
+                                   "none of them exists in the child"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_hang_is_explained_by_its_rule(name: str) -> None:
+    kinds, phrases = CASES[name]
+    findings = diagnose(evidence(name))
+    assert [f.kind for f in findings] == kinds, [str(f) for f in findings]
+    for phrase in phrases:
+        assert phrase in findings[0].summary, findings[0].summary
+    assert all(f.evidence for f in findings), "every finding says what it rests on"
+
+
+@pytest.mark.parametrize("name", sorted(set(CASES) - {"spin", "hashfork"}))
+def test_no_busy_loop_where_no_thread_used_cpu(name: str) -> None:
+    findings = diagnose(evidence(name))
+    assert not any("busy" in f.summary or f.kind == "busy-loop" for f in findings)
+
+
+def test_without_kernel_readings_a_hang_is_not_called_busy() -> None:
+    """Evidence from before kernel readings existed (or a capture without them) says "unknown", not "busy"."""
+    run = evidence("sleep")
+    bare = tuple(replace(p, threads=tuple(replace(t, kernel=None) for t in p.threads)) for p in run.backtraces)
+    findings = diagnose(replace(run, backtraces=bare))
+    assert findings and not any("busy" in f.summary for f in findings)
+
+
+def test_forked_child_first_with_its_culprit_thread_in_full() -> None:
+    run = evidence("ompfork")
+    run = replace(run, findings=tuple(diagnose(run)))
+    view = stacks_view(run).splitlines()
+    child = next(e.pid for e in run.events if e.name == "forked")
+    assert view[0].startswith(f"Process {child} (forked child of ")
+    assert "<-- waits in OpenMP" in view[1]
+    assert any("libgomp" in line for line in view[2:4])
+    # lifeguard's bootstrap and runpy frames are hidden, the program's own frame is shown.
+    assert not any("bootstrap.py" in line or "runpy" in line for line in view)
+    assert any("py  <module> (" in line and "ompfork.py:7" in line for line in view)
+    # The parent comes after, one line a thread.
+    parent_at = next(n for n, line in enumerate(view) if line.startswith("Process ") and n > 0)
+    assert all(line.startswith("  Thread ") for line in view[parent_at + 1:])
+
+
+def test_the_terminal_text_puts_findings_before_stacks() -> None:
+    run = evidence("lockfork")
+    text = evidence_text(replace(run, findings=tuple(diagnose(run))))
+    assert text.index("finding [fork-deadlock]") < text.index("--- stacks, culprit first")
+    # A Python dump is not repeated when the native stacks already carry the Python frames.
+    assert "(faulthandler) ---" not in text or all(
+        not any(t.python_frames for t in p.threads) for p in run.backtraces)
+
+
+def test_harness_frames_are_kept_in_report_json_and_marked() -> None:
+    run = evidence("sleep")
+    frames = [f for p in run.backtraces for t in p.threads for f in t.frames]
+    marked = [f.to_dict() for f in frames if f.is_harness]
+    assert marked and all(d["harness"] is True for d in marked)
+    assert all("harness" not in f.to_dict() for f in frames if not f.is_harness)
