@@ -68,6 +68,11 @@ class TerminalSink:
             print(file=out)
         for summary in session.summaries:
             print(summary_line(summary), file=out)
+            if summary.verdict is Verdict.EXPECTED:
+                # A failure that was expected (a buggy variant, a reproduction): say what explains it.
+                failed = next((r for r in series_runs(session, summary) if r.outcome is not Outcome.PASSED), None)
+                for finding in failed.findings if failed is not None else ():
+                    print(f"       finding {finding}", file=out)
         for summary in session.summaries:
             if summary.verdict is Verdict.EXPECTED or summary.first_unexpected is None:
                 continue

@@ -3,19 +3,39 @@ plugin show them."""
 
 from __future__ import annotations
 
+from lifeguard.diagnose.view import stacks_view
 from lifeguard.model.outcomes import Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, Session
 from lifeguard.model.run import StartMode
+from lifeguard.model.stacks import HARNESS_FILES
 
 EVIDENCE_LINES = 25
 
 
-NATIVE_LINES = 80  # of the rendered native stacks in the terminal; the whole text is in backtraces.txt
+def findings_text(result: RunResult) -> list[str]:
+    """Each finding with its fix and what it rests on: the first thing a reader of a failure sees."""
+    lines = []
+    for finding in result.findings:
+        lines.append(f"finding {finding}")
+        if finding.hint:
+            lines.append(f"  fix: {finding.hint}")
+        for item in finding.evidence[:4]:
+            lines.append(f"  seen: {item}")
+    return lines
+
+
+def _python_dump(dump: str, max_lines: int) -> str:
+    """A faulthandler dump without lifeguard's bootstrap and runpy lines (there in every run)."""
+    kept = [line for line in dump.rstrip().splitlines()
+            if not any(part in line for part in HARNESS_FILES) and 'File "<string>", line 1 in <module>' not in line]
+    return "\n".join(kept[-max_lines:])
 
 
 def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES) -> str:
-    """The readable evidence of one run: why, stderr tail, Python stacks, native stacks."""
+    """The readable evidence of one run, the culprit first: why, the findings, the stacks (the threads
+    the findings name in full, the rest one line each), stderr tail, Python dumps native stacks lack."""
     parts = [f"{result}: {result.reason}".rstrip(": ")]
+    parts.extend(findings_text(result))
     if result.mode is not StartMode.FRESH:
         parts.append(f"mode: {result.mode}")
     if result.replay:
@@ -28,23 +48,17 @@ def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES) -> str:
     if result.leftover_processes:
         parts.append("leftover processes: " + ", ".join(
             f"{p.pid} ({p.comm})" for p in result.leftover_processes))
+    if result.backtraces:
+        where = result.evidence.get("backtraces", "report.json")
+        parts.append(f"--- stacks, culprit first (every frame of every thread: {where}) ---\n"
+                     + stacks_view(result))
+    with_python = {str(p.pid) for p in result.backtraces if any(t.python_frames for t in p.threads)}
+    for pid, dump in result.python_stacks.items():
+        if pid not in with_python:  # already interleaved with the native frames above
+            parts.append(f"--- Python stacks of pid {pid} (faulthandler) ---\n" + _python_dump(dump, max_lines * 2))
     if result.stderr_tail.strip():
         lines = result.stderr_tail.rstrip().splitlines()[-max_lines:]
         parts.append("--- stderr (tail) ---\n" + "\n".join(lines))
-    for pid, dump in result.python_stacks.items():
-        lines = dump.rstrip().splitlines()[-max_lines * 2:]
-        parts.append(f"--- Python stacks of pid {pid} (faulthandler) ---\n" + "\n".join(lines))
-    if result.backtraces:
-        lines = "\n".join(p.text for p in result.backtraces).rstrip().splitlines()
-        shown = lines[:NATIVE_LINES]
-        if len(lines) > NATIVE_LINES:
-            where = result.evidence.get("backtraces", "report.json")
-            shown.append(f"[... {len(lines) - NATIVE_LINES} more lines in {where}]")
-        parts.append("--- native backtraces ---\n" + "\n".join(shown))
-    for finding in result.findings:
-        parts.append(f"finding {finding}")
-        if finding.hint:
-            parts.append(f"  fix: {finding.hint}")
     for note in result.notes:
         parts.append(f"note: {note}")
     parts.append(f"evidence: {result.run_dir}")

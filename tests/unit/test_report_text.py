@@ -13,7 +13,7 @@ from lifeguard.model.run import StartMode
 from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack
 from lifeguard.model.stats import series_stats
 from lifeguard.report.junit import junit_xml
-from lifeguard.report.text import EVIDENCE_LINES, NATIVE_LINES, evidence_text, series_runs, summary_line
+from lifeguard.report.text import EVIDENCE_LINES, evidence_text, series_runs, summary_line
 
 PYTHON = Interpreter(executable="/usr/bin/python3.11", version=(3, 11, 7), include="/usr/include/python3.11",
                      ext_suffix=".cpython-311-x86_64-linux-gnu.so", soabi="cpython-311-x86_64-linux-gnu",
@@ -51,10 +51,13 @@ def test_evidence_text_of_a_crashed_run() -> None:
     assert "corruption (pid 41): frame header mangled" in lines and "  bytes: 00ff4142" in lines
     assert "leftover processes: 42 (sleep)" in lines
     # The stderr tail is cut to its last EVIDENCE_LINES lines.
-    stderr = text.split("--- stderr (tail) ---\n", 1)[1].split("\n--- ", 1)[0].splitlines()
+    stderr = text.split("--- stderr (tail) ---\n", 1)[1].split("\nnote: ", 1)[0].splitlines()
     assert len(stderr) == EVIDENCE_LINES and stderr[-1] == "Fatal Python error: Segmentation fault"
     assert "--- Python stacks of pid 41 (faulthandler) ---" in lines
-    assert "--- native backtraces ---" in lines and any("tupledealloc" in line for line in lines)
+    assert any(line.startswith("--- stacks, culprit first") for line in lines)
+    assert any("tupledealloc" in line for line in lines)
+    # The findings come right after the why, before any stack.
+    assert lines[1] == "finding [static-destructor-after-finalize] FunctionPool::~FunctionPool released objects"
     assert "finding [static-destructor-after-finalize] FunctionPool::~FunctionPool released objects" in lines
     assert "  fix: unregister them at exit" in lines
     assert "note: gdb is not installed" in lines
@@ -65,14 +68,13 @@ def test_evidence_text_of_a_plain_run_says_only_what_there_is() -> None:
     assert evidence_text(PASSED) == "pool[buggy]#0: passed in 0.25s\nevidence: /runs/pool-buggy-0"
 
 
-def test_long_native_stacks_point_at_the_whole_text() -> None:
-    frames = tuple(Frame(f"frame_{n}") for n in range(NATIVE_LINES + 20))
+def test_long_stacks_are_never_cut_and_point_at_the_whole_text() -> None:
+    frames = tuple(Frame(f"frame_{n}", library="/usr/lib/libfoo.so") for n in range(200))
     run = replace(PASSED, backtraces=(ProcessStacks(pid=5, threads=(ThreadStack(5, None, None, frames),)),),
                   evidence={"backtraces": "/runs/x/backtraces.txt"})
-    native = evidence_text(run).split("--- native backtraces ---\n", 1)[1].splitlines()
-    assert len(native) == NATIVE_LINES + 2  # the lines shown, the pointer, and the evidence line
-    assert native[NATIVE_LINES].startswith("[... ") and native[NATIVE_LINES].endswith(" more lines in "
-                                                                                      "/runs/x/backtraces.txt]")
+    text = evidence_text(run)
+    assert "(every frame of every thread: /runs/x/backtraces.txt)" in text
+    assert all(f"frame_{n} [libfoo.so]" in text for n in range(200))
 
 
 def summary(runs: list[RunResult], verdict: Verdict, first_unexpected: int | None = None) -> SeriesSummary:
