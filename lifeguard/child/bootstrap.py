@@ -94,6 +94,21 @@ def _install_fork_hook(run_dir: str, signum: int) -> None:
     os.register_at_fork(before=before, after_in_child=after_in_child, after_in_parent=after_in_parent)
 
 
+# At most this many extension modules are listed when the atexit callbacks are done.
+MAX_EXTENSIONS = 200
+
+
+def _at_exit() -> None:
+    """The last atexit callback: what follows is Py_FinalizeEx. The extension modules still loaded are
+    the suspects of a crash in finalization (a reference released twice)."""
+    extensions = []
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and path.endswith(".so"):
+            extensions.append(os.path.basename(path))
+    emit(protocol.ATEXIT_DONE, extensions=sorted(extensions)[:MAX_EXTENSIONS])
+
+
 def _install_gc_watch() -> None:
     import gc
     import threading
@@ -178,7 +193,7 @@ def run(spec: dict[str, Any]) -> None:
     import atexit
 
     # Registered first, so it runs last of all atexit callbacks.
-    atexit.register(emit, protocol.ATEXIT_DONE)
+    atexit.register(_at_exit)
     import threading
 
     emit(protocol.STARTED, python=list(sys.version_info[:3]), main_thread=threading.get_ident())

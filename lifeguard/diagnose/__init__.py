@@ -11,21 +11,29 @@ from collections.abc import Callable
 
 from lifeguard.diagnose.evidence import Evidence
 from lifeguard.diagnose.rules.busy_loop import check as busy_loop
+from lifeguard.diagnose.rules.daemon_thread import check as daemon_thread
 from lifeguard.diagnose.rules.fork_deadlock import check as fork_deadlock
 from lifeguard.diagnose.rules.fork_runtime import check as fork_runtime
 from lifeguard.diagnose.rules.generic import check as generic
 from lifeguard.diagnose.rules.gil_deadlock import check as gil_deadlock
 from lifeguard.diagnose.rules.gil_held_blocking import check as gil_held_blocking
+from lifeguard.diagnose.rules.refcount_underflow import check as refcount_underflow
 from lifeguard.diagnose.rules.static_destructor import check as static_destructor
 from lifeguard.diagnose.rules.stopped import check as stopped
+from lifeguard.diagnose.rules.thread_at_exit import check as thread_at_exit
 from lifeguard.diagnose.rules.unregistered_thread import check as unregistered_thread
+from lifeguard.diagnose.rules.wrong_thread_destroy import check as wrong_thread_destroy
 from lifeguard.diagnose.rules.wrong_thread_gc import check as wrong_thread_gc
 from lifeguard.model.result import Finding, RunResult
 
 Rule = Callable[[Evidence], list[Finding]]
 
-RULES: tuple[Rule, ...] = (static_destructor, fork_runtime, fork_deadlock, gil_deadlock, gil_held_blocking,
-                          stopped, busy_loop, wrong_thread_gc, unregistered_thread)
+# Specific rules first; each says nothing unless its own pattern is in the evidence.
+RULES: tuple[Rule, ...] = (
+    static_destructor, daemon_thread, refcount_underflow, wrong_thread_destroy, thread_at_exit,
+    fork_runtime, fork_deadlock, gil_deadlock, gil_held_blocking, stopped, busy_loop,
+    wrong_thread_gc, unregistered_thread,
+)
 FALLBACK_RULES: tuple[Rule, ...] = (generic,)
 
 

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from lifeguard.model.outcomes import Outcome, Phase
-from lifeguard.model.result import Event, RunResult, ThreadRef
+from lifeguard.model.result import Event, RunResult, StderrLine, ThreadRef
 from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack
 
 # Native functions a thread sits in while it blocks (libc spellings vary by version).
@@ -43,11 +43,13 @@ class Evidence:
     processes: tuple[ProcessStacks, ...]
     python_stacks: dict[str, str]
     events: tuple[Event, ...]
+    stderr_messages: tuple[StderrLine, ...] = ()  # library messages from the whole stderr
 
     @classmethod
     def of(cls, result: RunResult) -> Evidence:
         return cls(result.outcome, result.phase, result.signal, result.signal_name, result.fatal_error,
-                   result.stderr_tail, result.backtraces, dict(result.python_stacks), result.events)
+                   result.stderr_tail, result.backtraces, dict(result.python_stacks), result.events,
+                   result.stderr_messages)
 
     @property
     def failed(self) -> bool:
@@ -117,7 +119,7 @@ def caller_outside(thread: ThreadStack, start: int, skip: tuple[str, ...] = ()) 
 
 
 # The interpreter's own call and lock machinery: never the C code that *uses* a lock.
-_CALL_MACHINERY = ("_PyEval_", "PyEval_", "_PyObject_", "PyObject_", "_PyFunction_", "cfunction_", "method_vectorcall",
+CALL_MACHINERY = ("_PyEval_", "PyEval_", "_PyObject_", "PyObject_", "_PyFunction_", "cfunction_", "method_vectorcall",
                    "_PyVectorcall", "PyVectorcall", "vectorcall", "PyThread_acquire_lock", "acquire_timed",
                    "lock_PyThread_acquire_lock", "rlock_acquire", "PyMutex", "_PyMutex", "_PyParkingLot",
                    "_PySemaphore", "PyCFunction_", "_PyCFunction", "slot_tp_", "wrapper_call", "wrap_")
@@ -134,7 +136,7 @@ def c_caller(thread: ThreadStack, start: int) -> Frame | None:
         function = frame.function or ""
         if any(part in library for part in ("libc.so", "libc-", "libpthread", "ld-linux")) or not function:
             continue
-        if function.lstrip("_").startswith(tuple(m.lstrip("_") for m in _CALL_MACHINERY)):
+        if function.lstrip("_").startswith(tuple(m.lstrip("_") for m in CALL_MACHINERY)):
             continue
         if matches(function, WAIT_FUNCTIONS):
             continue

@@ -11,9 +11,11 @@ from pathlib import Path
 
 from lifeguard.capture.cores import core_setup, find_cores
 from lifeguard.capture.native import analyse_crash_cores, gdb_missing_note, merge_python_stacks, replay_under_gdb
+from lifeguard.child.protocol import FORKED, STDERR_FILE
 from lifeguard.diagnose import diagnose
+from lifeguard.diagnose.messages import scan_file
 from lifeguard.diagnose.view import stacks_view
-from lifeguard.model.outcomes import Outcome
+from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Finding, RunResult
 from lifeguard.model.run import BacktraceMethod, RunSpec
 
@@ -50,7 +52,14 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
         missing = gdb_missing_note()
         if missing:
             notes.append(missing)
-    result = replace(result, backtraces=tuple(backtraces), notes=tuple(notes))
+    phase = result.phase
+    forked = {e.pid for e in result.events if e.name == FORKED}
+    crashed = {p.pid for p in backtraces if p.signal is not None}
+    if result.outcome is Outcome.CRASHED and crashed and crashed <= forked:
+        phase = Phase.FORK_CHILD  # only forked children left cores: the crash was theirs, whatever the parent did
+    messages = scan_file(spec.run_dir / STDERR_FILE)
+    result = replace(result, backtraces=tuple(backtraces), notes=tuple(notes), phase=phase,
+                     stderr_messages=messages)
     try:
         findings = tuple(diagnose(result))
     except Exception as exc:  # a rule's bug must not lose the run

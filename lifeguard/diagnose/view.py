@@ -11,6 +11,8 @@ rests on is cut by a line limit: the full text of every thread is in backtraces.
 from __future__ import annotations
 
 from lifeguard.child.protocol import FORKED
+from lifeguard.diagnose.crash import is_plumbing
+from lifeguard.diagnose.evidence import CALL_MACHINERY
 from lifeguard.model.result import RunResult
 from lifeguard.model.stacks import Frame, ProcessStacks, SignalInfo, ThreadStack
 
@@ -22,12 +24,24 @@ _STARTUP = ("_start", "__libc_start", "main", "Py_BytesMain", "Py_RunMain", "Py_
             "run_mod", "run_eval_code_obj", "start_thread", "clone", "clone3", "thread_run", "pythread_wrapper")
 
 
+# More of the interpreter's calling frames (besides evidence.CALL_MACHINERY).
+_CALL_EXTRA = ("builtin_exec", "run_eval_code_obj", "run_mod", "pyrun_", "_PyObject_Call", "object_vacall",
+               "call_function", "do_call_core", "function_code_fastcall")
+
+
 def _short(path: str | None) -> str:
     return (path or "?").rsplit("/", 1)[-1]
 
 
 def _is_interpreter(frame: Frame) -> bool:
     return frame.in_interpreter
+
+
+def _is_call_machinery(frame: Frame) -> bool:
+    """The interpreter calling the next function: collapsible. Its other frames (a cleanup step, a
+    dealloc, the GIL) say what the thread does, and stay."""
+    name = (frame.function or "").lstrip("_")
+    return frame.in_interpreter and name.startswith(tuple(m.lstrip("_") for m in CALL_MACHINERY + _CALL_EXTRA))
 
 
 def _is_plumbing(frame: Frame) -> bool:
@@ -51,11 +65,17 @@ def trimmed_frames(thread: ThreadStack) -> tuple[list[Frame | str], int]:
     shown: list[Frame | str] = []
     position = 0
     kept = frames[: last + 1]
+    # A handler that re-raised the signal (faulthandler does) leaves a second copy of the delivery
+    # frames above the signal trampoline: show the trampoline once, with what it stands for.
+    trampoline = next((n for n, f in enumerate(kept) if f.function == "__restore_rt"), None)
+    if trampoline is not None and all(is_plumbing(f) for f in kept[:trampoline]):
+        shown.append(f"(the signal, re-raised by its handler: {trampoline + 1} frames)")
+        position = trampoline + 1
     while position < len(kept):
         frame = kept[position]
         run_end = position
-        if _is_interpreter(frame):
-            while run_end + 1 < len(kept) and _is_interpreter(kept[run_end + 1]):
+        if _is_call_machinery(frame):
+            while run_end + 1 < len(kept) and _is_call_machinery(kept[run_end + 1]):
                 run_end += 1
         repeat_end = position
         while repeat_end + 1 < len(kept) and _same(kept[repeat_end + 1], frame):

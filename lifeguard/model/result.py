@@ -128,6 +128,21 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class StderrLine:
+    """A line of a run's whole stderr that a library message matched (diagnose.messages)."""
+
+    number: int  # 1-based line number in the run's stderr
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"number": self.number, "text": self.text}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StderrLine:
+        return cls(int(data["number"]), str(data.get("text", "")))
+
+
+@dataclass(frozen=True)
 class RunResult:
     """What one supervised run ended in, and the evidence kept of it."""
 
@@ -159,6 +174,7 @@ class RunResult:
     mode: StartMode = StartMode.FRESH
     finished_at: float = 0.0  # seconds since the session started
     replay: str = ""  # the command that reruns this run
+    stderr_messages: tuple[StderrLine, ...] = ()  # library messages found in the whole stderr, in order
 
     @property
     def signal_name(self) -> str | None:
@@ -187,6 +203,7 @@ class RunResult:
             notes=list(self.notes),
             perturbations=list(self.perturbations),
             mode=self.mode.value,
+            stderr_messages=[line.to_dict() for line in self.stderr_messages],
         )
         return data
 
@@ -204,6 +221,7 @@ class RunResult:
             notes=tuple(data.get("notes", ())),
             perturbations=tuple(data.get("perturbations", ())),
             mode=StartMode(data.get("mode", StartMode.FRESH.value)),
+            stderr_messages=tuple(StderrLine.from_dict(line) for line in data.get("stderr_messages", ())),
         )
         return cls(**known)
 

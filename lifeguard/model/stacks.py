@@ -153,6 +153,10 @@ class ThreadStack:
         )
 
 
+# SIGILL, SIGFPE, SIGSEGV, SIGBUS: the signals a fault raises, with the faulting address in si_addr.
+FAULT_SIGNALS = (4, 8, 11, 7)
+
+
 @dataclass(frozen=True)
 class SignalInfo:
     """The signal that killed a process (from a core file)."""
@@ -176,10 +180,24 @@ class SignalInfo:
             tid=data.get("tid"),
         )
 
+    @property
+    def sent(self) -> bool:
+        """Sent by kill/tgkill/raise (si_code <= 0: SI_USER, SI_TKILL, SI_QUEUE), not raised by a fault.
+        faulthandler re-raises a fatal signal this way, so a core then holds the sender's pid where a
+        fault's si_addr would be."""
+        return self.code is not None and self.code <= 0
+
+    @property
+    def fault_address(self) -> str | None:
+        """The faulting address (si_addr) of a real fault; None for a signal that was sent."""
+        return None if self.sent else self.address
+
     def __str__(self) -> str:
         text = self.name or f"signal {self.number}"
-        if self.address is not None:
-            text += f" at address {self.address}"
+        if self.fault_address is not None:
+            text += f" at address {self.fault_address}"
+        elif self.sent and self.number in FAULT_SIGNALS:
+            text += " (raised again by a signal handler such as faulthandler's: no fault address)"
         return text
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
+from lifeguard.model.kernel import KernelState
 from lifeguard.model.outcomes import Outcome, Phase
-from lifeguard.model.result import Corruption, Event, Finding, Leftover, RunResult, ThreadRef
+from lifeguard.model.result import Corruption, Event, Finding, Leftover, RunResult, StderrLine, ThreadRef
 from lifeguard.model.run import StartMode
 from lifeguard.model.stacks import Backend, Frame, ProcessStacks, SignalInfo, ThreadStack
 
@@ -17,7 +18,9 @@ def full_result() -> RunResult:
     process = ProcessStacks(pid=41, ppid=40, exe="/usr/bin/python3", cmdline=("python3", "-c", "x"),
                             backend=Backend.CORE, python_gdb=True, faulthandler=True,
                             threads=(ThreadStack(tid=41, name="python3", gil="waiting", frames=frames,
-                                                 pthread_id=0x7F0001),),
+                                                 pthread_id=0x7F0001,
+                                                 kernel=KernelState("S", "S", "futex", "futex_wait_queue", 0.0,
+                                                                    0.3)),),
                             signal=SignalInfo("SIGSEGV", 11, 1, "0x10", 41), notes=("no debug info",), duration=0.25)
     return RunResult(
         scenario="s", variant="buggy", index=3, outcome=Outcome.CRASHED, phase=Phase.EXIT, expected="crashed@exit",
@@ -27,10 +30,11 @@ def full_result() -> RunResult:
         stdout_tail="out", stderr_tail="err", python_stacks={"41": "Thread 0x1 ..."}, backtraces=(process,),
         findings=(Finding("static-destructor-after-finalize", "a static pool released objects", "unregister",
                           threads=(ThreadRef(41, 41, "python3", "crashed"),), frames=("~Pool at pool.cpp:9",),
-                          details={"library": "pool.so"}),),
+                          details={"library": "pool.so"}, evidence=("stderr line 3",)),),
         events=(Event("forked", 42, 1.5, {"parent": 41}), Event("gc-foreign-thread", 41, 1.6, {"thread": 7})),
         notes=("gdb slow",), seed=7, perturbations=("gc-thread",), mode=StartMode.FORK_FULL, finished_at=2.0,
         replay="lifeguard run s --seed 7",
+        stderr_messages=(StderrLine(3, "terminate called without an active exception"),),
     )
 
 

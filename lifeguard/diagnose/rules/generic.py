@@ -3,50 +3,15 @@
 from __future__ import annotations
 
 from lifeguard.diagnose.activity import fork_records, how_blocked, is_blocked, python_text
+from lifeguard.diagnose.crash import cleanup_step, crash_frame, crashed_thread, quote_text, where
 from lifeguard.diagnose.evidence import Evidence, blocking_call, c_caller, describe, python_location, thread_ref
-from lifeguard.model.outcomes import Outcome
-from lifeguard.model.result import Finding
-
-# Frames of the crash machinery itself, skipped to name the real crash site.
-SIGNAL_FRAMES = ("faulthandler", "__restore_rt", "raise", "__pthread_kill", "pthread_kill", "abort", "gsignal",
-                 "__GI_raise", "__GI_abort", "_Py_FatalErrorFunc", "fatal_error", "_Py_FatalError",
-                 "Py_FatalError", "__libc_message", "__assert_fail", "__pthread_kill_implementation",
-                 "__pthread_kill_internal")
-
-
-def _crash_site(evidence: Evidence) -> tuple[str, str | None] | None:
-    for process in evidence.processes:
-        if process.signal is None:
-            continue
-        thread = process.thread(process.signal.tid) if process.signal.tid else None
-        thread = thread or (process.threads[0] if process.threads else None)
-        if thread is None:
-            continue
-        for frame in thread.frames:
-            if frame.is_python or not frame.function or any(s in frame.function for s in SIGNAL_FRAMES):
-                continue
-            return describe(frame), frame.library
-    return None
+from lifeguard.model.outcomes import Outcome, Phase
+from lifeguard.model.result import Finding, ThreadRef
 
 
 def check(evidence: Evidence) -> list[Finding]:
     if evidence.outcome is Outcome.CRASHED:
-        site = _crash_site(evidence)
-        how = evidence.signal_name or "fatal error"
-        if site:
-            library = f" in {site[1].rsplit('/', 1)[-1]}" if site[1] else ""
-            summary = f"crashed with {how}{library} at {site[0]}"
-        else:
-            dumps = (*evidence.python_stacks.values(), evidence.stderr_tail)
-            where = next((w for w in map(python_location, dumps) if w), None)
-            summary = f"crashed with {how}" + (f" while running {where}" if where else "")
-        if evidence.phase is not None:
-            summary += f" (phase {evidence.phase.value})"
-        if evidence.fatal_error:
-            summary += f": {evidence.fatal_error}"
-        return [Finding(kind="crash", summary=summary,
-                        hint="Read the native frames of the crashing thread; run with -X dev or "
-                             "PYTHONMALLOC=debug to catch the first bad write.")]
+        return [_crash(evidence)]
     if evidence.outcome is Outcome.HUNG:
         threads = evidence.threads()
         if threads:
@@ -88,3 +53,45 @@ def _hang(evidence: Evidence) -> Finding:
     return Finding(kind="hang", summary=summary, hint=HANG_HINT, threads=(thread_ref(process, main, "main"),),
                    frames=tuple(str(f) for f in main.frames[:8] if not f.is_python),
                    evidence=tuple(f"thread {t.tid} of {p.pid}: {how_blocked(t)}" for p, t in threads[:12]))
+
+
+CRASH_HINT = ("Read the native frames of the crashing thread; run with -X dev or PYTHONMALLOC=debug to catch the "
+              "first bad write.")
+
+
+def _crash(evidence: Evidence) -> Finding:
+    """Where it crashed (the first frame under the signal plumbing), how (the real fault address, never a
+    sender's pid) and what the library said."""
+    how = evidence.signal_name or "fatal error"
+    hit = crashed_thread(evidence)
+    threads: tuple[ThreadRef, ...] = ()
+    frames: tuple[str, ...] = ()
+    lines = []
+    if hit is not None:
+        process, thread = hit
+        site = crash_frame(thread)
+        signal = process.signal
+        if signal is not None and signal.fault_address:
+            how += f" at address {signal.fault_address}"
+        summary = f"crashed with {how} in thread {thread.tid} at {where(site[1] if site else None)}"
+        entered = python_text(thread)
+        if entered:
+            summary += f", from Python at {entered}"
+        step = cleanup_step(thread) if evidence.phase is Phase.EXIT else None
+        if step is not None:
+            summary += f", during {step[0]} ({where(step[1])})"
+        threads = (thread_ref(process, thread, "crashed"),)
+        frames = tuple(str(f) for f in thread.frames[(site[0] if site else 0):][:8] if not f.is_python)
+        lines.append(f"process {process.pid} killed by {signal}" if signal else f"process {process.pid}")
+    else:
+        dumps = (*evidence.python_stacks.values(), evidence.stderr_tail)
+        at = next((w for w in map(python_location, dumps) if w), None)
+        summary = f"crashed with {how}" + (f" while running {at}" if at else "")
+    if evidence.phase is not None:
+        summary += f" (phase {evidence.phase.value})"
+    said, quote = quote_text(evidence)
+    summary += said
+    hint = quote.message.hint if quote is not None and quote.message.hint else CRASH_HINT
+    if quote is not None:
+        lines.append(f"stderr line {quote.line.number}: {quote.line.text.strip()}")
+    return Finding(kind="crash", summary=summary, hint=hint, threads=threads, frames=frames, evidence=tuple(lines))

@@ -25,22 +25,22 @@ GC_FUNCTIONS = ("gc_collect_main", "gc_collect_with_callback", "gc_collect_impl"
                 "gc_collect_region", "_PyGC_CollectNoFail", "delete_garbage", "subtype_dealloc")
 
 
-def _crashed_in_foreign_gc(evidence: Evidence) -> bool:
-    """A crash counts only when the crashing thread is collecting and is not the main thread:
-    an earlier collection on a helper thread says nothing about a crash elsewhere."""
+def _crash_in_gc(evidence: Evidence) -> tuple[bool, str | None]:
+    """Whether the crashing thread is itself a non-main thread collecting, and a name for it."""
     for process in evidence.processes:
         if process.signal is None or process.signal.tid is None:
             continue
         thread = process.thread(process.signal.tid)
-        if thread is not None and thread.tid != process.pid and has_frame(thread, GC_FUNCTIONS):
-            return True
-    return False
+        if thread is None:
+            continue
+        name = f"thread {thread.tid}" + (" (main)" if thread.tid == process.pid else
+                                         f" ({thread.name})" if thread.name else "")
+        return thread.tid != process.pid and has_frame(thread, GC_FUNCTIONS), name
+    return False, None
 
 
 def check(evidence: Evidence) -> list[Finding]:
-    if evidence.outcome is Outcome.CORRUPTED:
-        pass
-    elif evidence.outcome is not Outcome.CRASHED or not _crashed_in_foreign_gc(evidence):
+    if evidence.outcome not in (Outcome.CORRUPTED, Outcome.CRASHED):
         return []
     foreign = [e for e in evidence.events if e.name == GC_FOREIGN_THREAD]
     if not foreign:
@@ -48,10 +48,19 @@ def check(evidence: Evidence) -> list[Finding]:
     names = sorted({f"{e.get('thread_name')} ({e.get('thread')})" for e in foreign})
     corruption = next((e for e in evidence.events if e.name == CORRUPTED), None)
     what = f"corruption ({corruption.get('message')})" if corruption else (evidence.signal_name or "a crash")
-    summary = (f"{what} while the garbage collector ran on a non-main thread: {len(foreign)} collection(s) on "
-               f"{', '.join(names)}")
+    in_gc, crashed = _crash_in_gc(evidence)
+    if corruption is not None or in_gc:
+        summary = (f"{what} while the garbage collector ran on a non-main thread: {len(foreign)} collection(s) on "
+                   f"{', '.join(names)}")
+    else:
+        # The free may come long before the use: what a foreign collection freed is later used by another thread.
+        summary = (f"{len(foreign)} garbage collection(s) ran on non-main thread(s) before {what}"
+                   + (f" in {crashed}" if crashed else "") + f": {', '.join(names)}; objects freed there (their "
+                   "destructors ran on that thread) may be what the crashing thread used")
     threads = {(e.pid, e.get("thread")): e.get("thread_name") for e in foreign}
     return [Finding(kind=KIND, summary=summary, hint=HINT,
                     threads=tuple(ThreadRef(int(pid or 0), int(tid or 0), name, "ran gc")
                                   for (pid, tid), name in list(threads.items())[:5]),
-                    details={"collections": len(foreign)})]
+                    details={"collections": len(foreign), "crash_in_gc": in_gc},
+                    evidence=tuple(f"gc generation {e.get('generation')} on {e.get('thread_name')} "
+                                   f"(pid {e.pid})" for e in foreign[:5]))]

@@ -1,0 +1,163 @@
+"""The fatal messages native runtimes print before they abort, and what each means.
+
+A crash's best witness is often the library's own last words on stderr: Qt's qFatal, a Tcl panic,
+libstdc++'s terminate, glibc's heap checks, pybind11's GIL checks, a Rust panic. faulthandler's
+"Fatal Python error: Aborted" only says that abort() was called. The whole stderr of a failed run is
+scanned (bounded) for these lines, which are kept in order with their line numbers, so a finding can
+quote the library and say whether the message came before the crash. One entry a message; add a
+line to extend it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lifeguard.model.result import StderrLine
+
+# Bounds of the scan: the output cap keeps stderr under a few MiB; this keeps the scan and what it
+# keeps small whatever the file holds.
+MAX_SCAN_BYTES = 64 * 1024 * 1024
+MAX_KEPT_LINES = 40
+MAX_LINE_LENGTH = 400
+
+
+@dataclass(frozen=True)
+class LibraryMessage:
+    library: str  # who prints it: "glibc", "libstdc++", "Qt", "Tcl", "CPython", "pybind11", "Rust"...
+    pattern: re.Pattern[str]
+    meaning: str  # what it says about the bug, for the finding
+    hint: str  # what to do about it
+    crash_marker: bool = False  # faulthandler's own report of the crash: the moment, not a cause
+
+
+def _m(library: str, pattern: str, meaning: str, hint: str, crash_marker: bool = False) -> LibraryMessage:
+    return LibraryMessage(library, re.compile(pattern), meaning, hint, crash_marker)
+
+
+_HEAP = "Run with PYTHONMALLOC=debug (or under valgrind / ASan) to stop at the first bad free or write."
+_THREAD = ("An object was used or destroyed on a thread that does not own it: hand its destruction to the owning "
+           "thread, or stop the threads before the object goes away.")
+
+MESSAGES: tuple[LibraryMessage, ...] = (
+    _m("Tcl", r"Tcl_AsyncDelete: async handler deleted by the wrong thread",
+       "a Tcl interpreter (tkinter) was destroyed on a thread other than the one that created it",
+       "Create, use and let go of every tkinter object on one thread; do not let gc collect them on a worker "
+       "thread (break the reference cycles, or delete them explicitly on the main thread)."),
+    _m("Tcl", r"^(Tcl_Panic|.*\bpanic\b.*Tcl)", "Tcl panicked", "Read the Tcl message above; it names the misuse."),
+    _m("Qt", r"QThread: Destroyed while thread is still running",
+       "a QThread object was destroyed while its thread was still running",
+       "Stop the thread (quit() and wait()) before the QThread object is destroyed, and before the "
+       "interpreter exits (an atexit handler or aboutToQuit)."),
+    _m("Qt", r"QObject::(~QObject|killTimer|startTimer|setParent): .*(another|different) thread",
+       "a Qt object was used or destroyed from a thread other than its own", _THREAD),
+    _m("Qt", r"^(ASSERT: |ASSERT failure in |qFatal|QFATAL)", "a Qt assertion or qFatal aborted",
+       "Read the Qt message; it names the object and the check that failed."),
+    _m("libstdc++", r"terminate called without an active exception",
+       "std::terminate ran with no exception: a joinable std::thread was destroyed, or a thread was unwound "
+       "(pthread_exit / forced unwinding) through a noexcept frame",
+       "Join or detach every std::thread before it is destroyed; do not let a daemon thread be ended inside "
+       "native code at interpreter shutdown (join it before exit)."),
+    _m("libstdc++", r"terminate called after throwing an instance of '([^']+)'",
+       "a C++ exception escaped a noexcept frame or a thread's entry function",
+       "Catch the exception where it is thrown, or let it reach a frame that converts it to a Python error."),
+    _m("libstdc++", r"pure virtual method called", "a C++ object was used while being destroyed (or after)",
+       "Find who still uses the object during its destruction; stop its threads first."),
+    _m("glibc", r"(double free or corruption|free\(\): (invalid pointer|double free detected|invalid size)|"
+       r"malloc\(\): (corrupted|unaligned|memory corruption)|munmap_chunk\(\): invalid pointer|"
+       r"corrupted size vs\. prev_size|malloc_consolidate\(\): |realloc\(\): invalid)",
+       "glibc's heap check found memory freed twice, or a write past an allocation", _HEAP),
+    _m("glibc", r"\*\*\* stack smashing detected \*\*\*", "a write past a stack buffer", _HEAP),
+    _m("glibc", r": Assertion `.*' failed\.", "a C assert() failed", "Read the assertion: it names the check."),
+    _m("pybind11", r"pybind11::(handle::(inc|dec)_ref\(\)|gil_scoped_acquire|object_api).*(GIL|PyGILState_Check)",
+       "pybind11 saw a Python object's reference count changed without the GIL",
+       "Hold the GIL (py::gil_scoped_acquire) wherever py::object copies or destructors run, including in "
+       "static destructors and worker threads."),
+    _m("nanobind", r"nanobind: leaked \d+ (instances|types|functions)",
+       "nanobind found objects still alive at shutdown", "Release them before exit (module cleanup/atexit)."),
+    _m("Rust", r"thread '[^']*' panicked at", "a Rust panic (in a pyo3 or other Rust extension)",
+       "Read the panic message and location; RUST_BACKTRACE=1 shows its stack."),
+    _m("Rust", r"fatal runtime error: ", "the Rust runtime aborted", "Read the message; RUST_BACKTRACE=1."),
+    _m("OpenMP", r"OMP: (Error|Warning) #\d+", "the LLVM/Intel OpenMP runtime reported an error",
+       "Read the OMP message: two OpenMP runtimes loaded in one process is the usual cause."),
+    _m("OpenMP", r"^libgomp: ", "GNU OpenMP reported an error", "Read the libgomp message."),
+    _m("CUDA", r"Cannot re-initialize CUDA in forked subprocess|CUDA error: initialization error",
+       "CUDA was used in a forked child after the parent initialised it",
+       "Use the 'spawn' start method for processes that use CUDA."),
+    _m("CPython", r"Fatal Python error: (PyThreadState_Get|_PyThreadState_GET|PyEval_SaveThread|take_gil|"
+       r"PyGILState_Release|PyEval_RestoreThread|drop_gil|_PyMem_DebugMalloc|_PyObject_AssertFailed|"
+       r"_Py_Dealloc|Py_EndInterpreter|init_threadstate|_PyErr_|PyInterpreterState|_Py_CheckFunctionResult)",
+       "CPython caught a C extension misusing the C API (the message names the check)",
+       "Read CPython's message: it names the API called in the wrong state (without the GIL, after "
+       "finalization, with an error set)."),
+    _m("CPython", r"Fatal Python error: (Segmentation fault|Aborted|Bus error|Floating-point exception|"
+       r"Illegal instruction)", "faulthandler's report of the fatal signal", "", crash_marker=True),
+    _m("CPython", r"^Exception ignored (in|on|while)", "Python ignored an exception (often during shutdown)",
+       "Read the traceback under it: it is often the first sign of the shutdown order going wrong."),
+)
+
+
+def identify(line: str) -> LibraryMessage | None:
+    """The table entry a stderr line matches, or None."""
+    for message in MESSAGES:
+        if message.pattern.search(line):
+            return message
+    return None
+
+
+def scan_lines(lines: Iterable[str]) -> tuple[StderrLine, ...]:
+    """The lines that match a table entry, with their 1-based line numbers, at most MAX_KEPT_LINES
+    (the first ones: the earliest message is usually the cause, later ones its consequences)."""
+    kept = []
+    for number, line in enumerate(lines, 1):
+        line = line.rstrip("\n")
+        if identify(line) is None:
+            continue
+        kept.append(StderrLine(number, line[:MAX_LINE_LENGTH]))
+        if len(kept) >= MAX_KEPT_LINES:
+            break
+    return tuple(kept)
+
+
+def scan_file(path: Path) -> tuple[StderrLine, ...]:
+    """Scan a whole (bounded) stderr file; nothing when it cannot be read."""
+    try:
+        with path.open("rb") as stream:
+            data = stream.read(MAX_SCAN_BYTES)
+    except OSError:
+        return ()
+    return scan_lines(data.decode(errors="replace").splitlines())
+
+
+@dataclass(frozen=True)
+class Quote:
+    """A library message as a finding quotes it."""
+
+    line: StderrLine
+    message: LibraryMessage
+    before_crash: bool | None  # printed before faulthandler's report of the crash; None when there is none
+
+    def __str__(self) -> str:
+        return f"{self.message.library}: \"{self.line.text.strip()}\""
+
+
+def library_quotes(lines: tuple[StderrLine, ...]) -> list[Quote]:
+    """The library messages of a run (not faulthandler's crash report), in order."""
+    marker = next((line.number for line in lines if (m := identify(line.text)) and m.crash_marker), None)
+    quotes = []
+    for line in lines:
+        message = identify(line.text)
+        if message is None or message.crash_marker:
+            continue
+        quotes.append(Quote(line, message, None if marker is None else line.number < marker))
+    return quotes
+
+
+def cause_quote(lines: tuple[StderrLine, ...]) -> Quote | None:
+    """The library message most likely to be the cause: the first fatal one (not an ignored exception)."""
+    quotes = library_quotes(lines)
+    fatal = [q for q in quotes if not q.line.text.startswith("Exception ignored")]
+    chosen = fatal or quotes
+    return chosen[0] if chosen else None

@@ -1,0 +1,55 @@
+"""daemon-thread-at-finalization: a daemon thread ended by the interpreter's shutdown while in native code.
+
+When the main thread finalizes, a daemon thread that next asks for the GIL is ended where it stands:
+CPython calls PyThread_exit_thread -> pthread_exit, whose forced unwinding runs through the native
+frames above it. A C++ frame that is noexcept (a callback loop, a destructor) turns that unwinding
+into std::terminate ("terminate called without an active exception") and abort().
+"""
+
+from __future__ import annotations
+
+from lifeguard.diagnose.activity import python_text
+from lifeguard.diagnose.crash import cleanup_step, crashed_thread, foreign_frame, main_thread, quote_text, where
+from lifeguard.diagnose.evidence import Evidence, first_frame, thread_ref
+from lifeguard.model.outcomes import Outcome
+from lifeguard.model.result import Finding
+
+KIND = "daemon-thread-at-finalization"
+HINT = ("Stop and join the thread before the interpreter exits (an atexit handler that signals it and joins it, "
+        "or a non-daemon thread the program joins), so finalization never ends it inside native code; a binding "
+        "can also make the thread check Py_IsFinalizing() before taking the GIL.")
+THREAD_EXIT_FUNCTIONS = ("PyThread_exit_thread", "pthread_exit", "__pthread_exit", "__do_cancel", "__pthread_unwind",
+                         "_Unwind_ForcedUnwind")
+
+
+def check(evidence: Evidence) -> list[Finding]:
+    if evidence.outcome is not Outcome.CRASHED:
+        return []
+    hit = crashed_thread(evidence)
+    if hit is None:
+        return []
+    process, thread = hit
+    exit_at = first_frame(thread, THREAD_EXIT_FUNCTIONS)
+    if exit_at is None or (main := main_thread(process)) is None or main.tid == thread.tid:
+        return []
+    native = foreign_frame(thread, exit_at[0] + 1)
+    entered = python_text(thread)
+    forced = first_frame(thread, ("_Unwind_ForcedUnwind", "__gxx_personality_v0", "std::terminate"))
+    summary = (f"daemon thread {thread.tid}" + (f" ({thread.name})" if thread.name else "")
+               + f" was ended by the interpreter's shutdown (PyThread_exit_thread -> pthread_exit) while running "
+               f"{where(native)}" + (f", started from Python at {entered}" if entered else ""))
+    if forced is not None:
+        summary += "; the forced unwinding went through native frames that do not allow it, and the process aborted"
+    step = cleanup_step(main)
+    if step is not None:
+        summary += f"; the main thread was in {step[0]} ({where(step[1])})"
+    said, quote = quote_text(evidence)
+    summary += said
+    lines = [f"thread {thread.tid}: {str(exit_at[1])}"]
+    if quote is not None:
+        lines.append(f"stderr line {quote.line.number}: {quote.line.text.strip()}")
+    return [Finding(kind=KIND, summary=summary, hint=HINT,
+                    threads=(thread_ref(process, thread, "daemon thread ended at shutdown"),
+                             thread_ref(process, main, "finalizing")),
+                    frames=tuple(str(f) for f in thread.frames[exit_at[0]:exit_at[0] + 6] if not f.is_python),
+                    details={"library": native.library if native else None}, evidence=tuple(lines))]

@@ -1,0 +1,77 @@
+"""The crash rules on real captured evidence (tests/data/crashes/, kept with benchmarks/save_evidence.py from
+runs of the programs tests/integration/test_crash_findings.py builds), the library message table, and
+the signal that was sent rather than raised by a fault."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from lifeguard.diagnose import diagnose
+from lifeguard.diagnose.messages import cause_quote, identify, scan_lines
+from lifeguard.model.result import RunResult
+from lifeguard.model.stacks import SignalInfo
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "crashes"
+
+
+def evidence(name: str) -> RunResult:
+    return replace(RunResult.from_dict(json.loads((DATA / f"{name}.json").read_text())), findings=())
+
+
+CASES = {
+    "daemon_exit": ("daemon-thread-at-finalization", ["run_callbacks (cbloop.cpp:5)", "libcbloop.so",
+                                                      "terminate called without an active exception"]),
+    "worker_exit": ("thread-running-at-exit", ["worker (worker_exit.c:8)", "still running at exit"]),
+    "underflow": ("refcount-underflow-at-finalization", ["type_dealloc", "_ctypes.cpython"]),
+    "abort_exit": ("crash", ["os_abort_impl", "atexit callback", "phase exit"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_crash_is_explained_by_its_rule(name: str) -> None:
+    kind, phrases = CASES[name]
+    findings = diagnose(evidence(name))
+    assert findings[0].kind == kind, [str(f) for f in findings]
+    for phrase in phrases:
+        assert phrase in findings[0].summary, findings[0].summary
+    assert findings[0].evidence
+
+
+def test_the_generic_rule_never_blames_abort_plumbing() -> None:
+    summary = diagnose(evidence("abort_exit"))[0].summary
+    assert "cfunction_vectorcall" not in summary and " abort " not in summary and "raise" not in summary
+
+
+def test_library_messages_are_found_anywhere_in_stderr_in_order() -> None:
+    lines = ["noise"] * 500 + ["terminate called without an active exception"] + ["more"] * 500 + [
+        "Fatal Python error: Aborted"]
+    found = scan_lines(lines)
+    assert [(line.number, line.text) for line in found] == [
+        (501, "terminate called without an active exception"), (1002, "Fatal Python error: Aborted")]
+    quote = cause_quote(found)
+    assert quote is not None and quote.message.library == "libstdc++" and quote.before_crash is True
+
+
+@pytest.mark.parametrize(("line", "library"), [
+    ("Tcl_AsyncDelete: async handler deleted by the wrong thread", "Tcl"),
+    ("QThread: Destroyed while thread is still running", "Qt"),
+    ("free(): double free detected in tcache 2", "glibc"),
+    ("thread '<unnamed>' panicked at src/lib.rs:12:5:", "Rust"),
+    ("OMP: Error #15: Initializing libiomp5.so, but found libomp.so already initialized.", "OpenMP"),
+    ("Fatal Python error: PyThreadState_Get: the function must be called with the GIL held", "CPython"),
+    ("terminate called after throwing an instance of 'std::runtime_error'", "libstdc++"),
+])
+def test_the_message_table_knows_common_runtimes(line: str, library: str) -> None:
+    message = identify(line)
+    assert message is not None and message.library == library and message.hint
+
+
+def test_a_sent_signal_has_no_fault_address() -> None:
+    """faulthandler re-raises with tgkill: si_code SI_TKILL, and the core's si_addr field holds the sender's pid."""
+    sent = SignalInfo("SIGSEGV", 11, -6, "0x75ba", 1)
+    assert sent.fault_address is None and "0x75ba" not in str(sent)
+    assert SignalInfo("SIGSEGV", 11, 1, "0x10", 1).fault_address == "0x10"
