@@ -16,17 +16,14 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
-import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO
 
+from lifeguard.capture.bounded import resume_stopped, run_bounded
 from lifeguard.capture.gdb_parse import GdbRun, build_stacks
-from lifeguard.capture.procstate import STOPPED_STATES, ZOMBIE_STATES, ProcInfo, proc_info, process_state
+from lifeguard.capture.procstate import ZOMBIE_STATES, ProcInfo, proc_info, process_state
 from lifeguard.capture.python_gdb import find_python_gdb, python_gdb_for_pid
 from lifeguard.errors import GdbNotFoundError
 from lifeguard.model.stacks import ProcessStacks
@@ -38,7 +35,6 @@ DEFAULT_CORE_TIMEOUT = 30.0
 # few only queue up, while the supervisor needs every process of a tree captured.
 MAX_PARALLEL_GDB = 8
 VERSION_TIMEOUT = 10.0
-RESUME_ATTEMPTS = 3
 
 def gdb_path() -> str | None:
     """The real gdb binary on PATH, symlinks resolved, or None."""
@@ -140,60 +136,7 @@ def _gdb_command(gdb: str, cache_dir: Path | None, call: str, exe: str | None = 
 
 def _run_gdb(command: Sequence[str], timeout: float, on_timeout: Callable[[], None] | None = None) -> GdbRun:
     """Run gdb in its own session with output to files; kill its group at the deadline."""
-    started = time.monotonic()
-    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
-        process = subprocess.Popen(
-            list(command),
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-            start_new_session=True,
-            env=gdb_environment(),
-        )
-        timed_out = False
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(process.pid)
-            process.wait()
-            if on_timeout is not None:
-                on_timeout()
-        return GdbRun(
-            stdout=_read_all(stdout),
-            stderr=_read_all(stderr),
-            timed_out=timed_out,
-            returncode=process.returncode,
-            duration=time.monotonic() - started,
-        )
-
-
-def _read_all(stream: IO[bytes]) -> str:
-    stream.seek(0)
-    return stream.read().decode(errors="replace")
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _resume(pid: int) -> None:
-    """Undo a stop a killed gdb may leave behind.
-
-    A tracer that dies detaches its tracees, and a tracee caught in gdb's attach
-    SIGSTOP ends up stopped (or with the SIGSTOP still pending). SIGCONT resumes
-    it and discards a pending stop; called only after gdb has been reaped.
-    """
-    for _ in range(RESUME_ATTEMPTS):
-        try:
-            os.kill(pid, signal.SIGCONT)
-        except (ProcessLookupError, PermissionError):
-            return
-        if process_state(pid) not in STOPPED_STATES:
-            return
+    return run_bounded(command, timeout, env=gdb_environment(), on_timeout=on_timeout)
 
 
 def _usable_cache_dir(cache_dir: Path | None) -> Path | None:
@@ -234,7 +177,7 @@ def _capture_one(
     script = _python_gdb_argument(python_gdb, python_frames, found)
     cache_dir = _usable_cache_dir(cache_dir)
     call = f"capture_live({int(pid)}, {script!r})"
-    run = _run_gdb(_gdb_command(gdb, cache_dir, call), timeout, on_timeout=lambda: _resume(pid))
+    run = _run_gdb(_gdb_command(gdb, cache_dir, call), timeout, on_timeout=lambda: resume_stopped(pid))
     return build_stacks(pid, info, run, mode="live", timeout=timeout, thread_names_from_proc=True)
 
 

@@ -11,6 +11,7 @@ import dataclasses
 import json
 from typing import Any, Literal, TypedDict, cast
 
+from lifeguard.capture.bounded import ToolRun
 from lifeguard.capture.procstate import ProcInfo, thread_name
 from lifeguard.model.stacks import Backend, Frame, ProcessStacks, SignalInfo, ThreadStack, infer_gil
 
@@ -47,15 +48,8 @@ class ThreadRecord(TypedDict):
     frames: list[dict[str, Any]]  # Frame.to_dict's shape
 
 
-@dataclasses.dataclass(frozen=True)
-class GdbRun:
-    """What one gdb process left: its output, and how it ended."""
-
-    stdout: str
-    stderr: str
-    timed_out: bool
-    returncode: int | None
-    duration: float
+# What one gdb process left: the shared record of a bounded tool run.
+GdbRun = ToolRun
 
 
 @dataclasses.dataclass

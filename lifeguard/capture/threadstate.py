@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from lifeguard.capture.demangle import demangled
 from lifeguard.capture.procstate import thread_name
 from lifeguard.model.kernel import KernelState
 from lifeguard.model.stacks import ProcessStacks, ThreadStack
@@ -153,7 +154,7 @@ def with_kernel_state(hook: CaptureHook | None) -> CaptureHook:
 
     def capture(context: HangContext) -> list[ProcessStacks]:
         states = sample_tree(context.pids)
-        processes = hook(context) if hook is not None else []
+        processes = demangled(hook(context)) if hook is not None else []
         return attach_states(processes, states, context.pids)
 
     return capture

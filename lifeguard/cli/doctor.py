@@ -10,6 +10,9 @@ from pathlib import Path
 
 from lifeguard.capture import find_python_gdb, gdb_available
 from lifeguard.capture.cores import core_setup
+from lifeguard.capture.native import available_hang_backends
+from lifeguard.capture.pystack_backend import INSTALL_HINT as PYSTACK_INSTALL
+from lifeguard.capture.pystack_backend import probe_pystack
 from lifeguard.interpreter import Interpreter
 
 CAP_SYS_PTRACE = 19
@@ -49,8 +52,30 @@ def check_gdb() -> Check:
     if shutil.which("gdb"):
         return Check("gdb", False, "gdb found but without Python support",
                      "install a gdb built with Python (Debian: apt-get install gdb)")
-    return Check("gdb", False, "not found: hangs and crashes keep faulthandler evidence only",
+    return Check("gdb", False, "not found: no replays under gdb (--backtrace replay), and no last-resort reader",
                  "apt-get install gdb")
+
+
+def check_capture() -> Check:
+    """Which back end reads a hung run's processes (the first available of HANG_BACKENDS), and
+    whether it is the fast one: pystack reads native and Python frames of any CPython child in
+    ~0.3 s a process where gdb takes 6-19 s once a large library such as torch is loaded."""
+    backends = available_hang_backends()
+    if not backends:
+        return Check("native capture", False, "no back end: hangs keep faulthandler evidence only",
+                     f"{PYSTACK_INSTALL} (or apt-get install elfutils / gdb)")
+    names = [f"{b.name} {b.available()}" for b in backends]
+    fallbacks = f"; then {', '.join(names[1:])} for a process it cannot read" if len(names) > 1 else ""
+    if backends[0].name == "pystack":
+        version, problem = probe_pystack()
+        if version is None:
+            rest = ", ".join(names[1:]) or "nothing"
+            return Check("native capture", False, f"pystack is installed but its reader fails ({problem}); "
+                         f"hangs are read by {rest}", f"reinstall pystack ({PYSTACK_INSTALL})")
+        return Check("native capture", True, f"hangs read by {names[0]} (native and Python frames){fallbacks}; "
+                     "crash cores by pystack, then gdb")
+    return Check("native capture", False, f"hangs read by {names[0]}{fallbacks} (slow with large libraries loaded)",
+                 f"{PYSTACK_INSTALL}: native and Python frames in ~0.3 s a process")
 
 
 def check_ptrace() -> Check:
@@ -98,11 +123,12 @@ def check_python_gdb(interp: Interpreter) -> Check:
     found = find_python_gdb(interp.executable)
     if found:
         return Check("python-gdb", True, str(found))
-    return Check("python-gdb", False, "no python-gdb extension beside the interpreter: Python frames come from "
-                 "faulthandler dumps merged into native stacks", "install your Python's debug/gdb support "
+    return Check("python-gdb", False, "no python-gdb extension beside the interpreter: where gdb reads a process "
+                 "(a replay, or what pystack cannot read) Python frames come from faulthandler dumps merged into "
+                 "native stacks", "install your Python's debug/gdb support "
                  "(Debian: apt-get install python3-dbg)")
 
 
 def run_checks(interp: Interpreter) -> list[Check]:
-    return [check_gdb(), check_ptrace(), check_cores(), check_compiler(), check_headers(interp),
+    return [check_capture(), check_gdb(), check_ptrace(), check_cores(), check_compiler(), check_headers(interp),
             check_python_gdb(interp)]

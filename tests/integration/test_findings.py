@@ -74,7 +74,7 @@ def test_crash_after_finalize_names_the_static_destructor(tmp_path: Path) -> Non
     assert "FunctionPool::~FunctionPool" in finding["summary"]
     assert finding["details"]["library"].endswith(".so")
     assert any("__run_exit_handlers" in frame for frame in finding["frames"])
-    core_stacks = [b for b in run["backtraces"] if b.get("backend", "").startswith("core")]
+    core_stacks = [b for b in run["backtraces"] if "core" in b.get("backend", "")]
     assert core_stacks and core_stacks[0]["signal"]["name"] in ("SIGSEGV", "SIGABRT")
     assert not list(Path(run["run_dir"]).glob("core*")), "cores are deleted unless --keep-cores"
 

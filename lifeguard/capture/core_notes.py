@@ -1,0 +1,69 @@
+"""The thread that received the fatal signal, read from a core file's ELF notes.
+
+pystack reads a core's siginfo but not which thread it was delivered to, and the finding
+rules start from that thread (``SignalInfo.tid``: the thread that crashed in
+``func_dealloc`` after ``Py_Finalize``, or in a callback run from an unregistered native
+thread). The kernel writes the dumping thread's NT_PRSTATUS note first
+(fs/binfmt_elf.c, fill_note_info), so its ``pr_pid`` is the answer gdb also selects.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+ELF_MAGIC = b"\x7fELF"
+ELFCLASS64 = 2
+ELFDATA2LSB = 1
+PT_NOTE = 4
+NT_PRSTATUS = 1
+# struct elf_prstatus (64-bit): elf_siginfo (3 ints), short pr_cursig + padding,
+# unsigned long pr_sigpend, unsigned long pr_sighold, then pid_t pr_pid.
+PR_PID_OFFSET = 32
+MAX_NOTES_BYTES = 64 * 1024 * 1024  # thousands of threads fit; a corrupt size must not exhaust memory
+
+
+def _align4(size: int) -> int:
+    return (size + 3) & ~3
+
+
+def crashed_thread(core_path: Path) -> int | None:
+    """The kernel thread id of the thread that dumped core, or None (not a 64-bit little-endian ELF
+    core, or no NT_PRSTATUS note)."""
+    try:
+        with open(core_path, "rb") as core:
+            header = core.read(64)
+            if len(header) < 64 or header[:4] != ELF_MAGIC or header[4] != ELFCLASS64 or header[5] != ELFDATA2LSB:
+                return None
+            phoff, = struct.unpack_from("<Q", header, 0x20)
+            phentsize, phnum = struct.unpack_from("<HH", header, 0x36)
+            core.seek(phoff)
+            table = core.read(phentsize * phnum)
+            for index in range(phnum):
+                entry = table[index * phentsize:(index + 1) * phentsize]
+                if len(entry) < 0x28:
+                    break
+                p_type, = struct.unpack_from("<I", entry, 0)
+                if p_type != PT_NOTE:
+                    continue
+                offset, = struct.unpack_from("<Q", entry, 0x08)
+                size, = struct.unpack_from("<Q", entry, 0x20)
+                core.seek(offset)
+                tid = _first_prstatus_pid(core.read(min(size, MAX_NOTES_BYTES)))
+                if tid is not None:
+                    return tid
+    except (OSError, struct.error):
+        return None
+    return None
+
+
+def _first_prstatus_pid(notes: bytes) -> int | None:
+    position = 0
+    while position + 12 <= len(notes):
+        namesz, descsz, kind = struct.unpack_from("<III", notes, position)
+        desc = position + 12 + _align4(namesz)
+        if kind == NT_PRSTATUS and descsz >= PR_PID_OFFSET + 4 and desc + descsz <= len(notes):
+            pid, = struct.unpack_from("<i", notes, desc + PR_PID_OFFSET)
+            return pid if pid > 0 else None
+        position = desc + _align4(descsz)
+    return None
