@@ -20,6 +20,9 @@ from typing import Any
 
 # Keys of a run that rules never read, or that only name this machine's folders.
 DROPPED = ("stdout_tail", "evidence", "run_dir", "finished_at", "replay")
+# Above this many bytes, drop what is derived or long: each process's rendered text (rebuilt from its
+# frames on load) and the middle of long faulthandler dumps.
+EVIDENCE_LIMIT = 200_000
 
 
 def _prefixes() -> list[tuple[str, str]]:
@@ -41,7 +44,14 @@ def trimmed(run: dict[str, Any]) -> dict[str, Any]:
     """A run of report.json without what no rule reads, its paths scrubbed."""
     kept = {key: value for key, value in run.items() if key not in DROPPED}
     kept["run_dir"] = "/runs/" + Path(str(run.get("run_dir", "run"))).name
+    kept["stderr_tail"] = str(run.get("stderr_tail") or "")[-4000:]
     data: dict[str, Any] = json.loads(scrub(json.dumps(kept)))
+    if len(json.dumps(data)) > EVIDENCE_LIMIT:
+        for process in data.get("backtraces") or []:
+            process["text"] = ""
+    if len(json.dumps(data)) > EVIDENCE_LIMIT:
+        stacks = data.get("python_stacks") or {}
+        data["python_stacks"] = {pid: str(dump)[:8000] for pid, dump in stacks.items()}
     return data
 
 

@@ -32,8 +32,11 @@ class NativeRuntime:
         library = (frame.library or "").rsplit("/", 1)[-1]
         if library and any(part in library for part in self.libraries):
             return True
-        function = frame.function or ""
-        return bool(function) and function.startswith(self.symbols)
+        function = (frame.function or "").lstrip("<")
+        # Rust and C++ names nest (``<rayon_core::latch::LockLatch>::wait_and_reset``, ``<T as
+        # rayon_core::job::Job>::execute``): a namespace counts wherever it appears.
+        return bool(function) and (function.startswith(self.symbols)
+                                   or any(s in function for s in self.symbols if s.endswith("::")))
 
     def hint(self) -> str:
         return (f"{self.name} does not survive fork(): its worker threads stay in the parent. Either "
@@ -49,9 +52,9 @@ RUNTIMES: tuple[NativeRuntime, ...] = (
     NativeRuntime("OpenBLAS's thread pool", "OpenBLAS", ("libopenblas", "libscipy_openblas"),
                   ("blas_thread_server", "exec_blas", "blas_thread_"),
                   "limit it to one thread (OPENBLAS_NUM_THREADS=1, or threadpoolctl.threadpool_limits(1))"),
-    NativeRuntime("a Rust rayon thread pool", "rayon", (), ("rayon_core::", "rayon::", "<rayon_core::"),
+    NativeRuntime("a Rust rayon thread pool", "rayon", (), ("rayon_core::", "rayon::"),
                   "turn its parallelism off (RAYON_NUM_THREADS=1; tokenizers: TOKENIZERS_PARALLELISM=false)"),
-    NativeRuntime("a Rust tokio runtime", "tokio", (), ("tokio::", "<tokio::"),
+    NativeRuntime("a Rust tokio runtime", "tokio", (), ("tokio::",),
                   "create the runtime in the child, after the fork"),
     NativeRuntime("onnxruntime's thread pool", "onnxruntime", ("libonnxruntime", "onnxruntime_pybind11_state"),
                   ("onnxruntime::concurrency::", "onnxruntime::"),
