@@ -217,7 +217,7 @@ def run_lifeguard(command: list[str], script: Path, python: Path, expect: str, t
                   report_dir: Path) -> LifeguardRun:
     """`lifeguard run SCRIPT` under the case's python; the terminal output and report.json's first run."""
     argv = [*command, "run", str(script), "--python", str(python), "--timeout", str(timeout),
-            "--expect", expect, "--report", str(report_dir), "-v"]
+            "--expect", expect, "--report", str(report_dir)]
     done = run_bounded(argv, timeout + CAPTURE_MARGIN, cwd=REPO)
     terminal = done.stdout + done.stderr
     try:

@@ -25,6 +25,7 @@ from lifeguard.capture.gdb import analyse_core, capture_live, gdb_available, rep
 from lifeguard.capture.procstate import ZOMBIE_STATES, process_state
 from lifeguard.capture.pystack_backend import INSTALL_HINT as PYSTACK_INSTALL
 from lifeguard.capture.pystack_backend import analyse_core_pystack, capture_pystack, pystack_available
+from lifeguard.capture.symbols import resolve_core
 from lifeguard.capture.threadstate import with_kernel_state
 from lifeguard.child import protocol
 from lifeguard.model.run import RunSpec
@@ -187,7 +188,7 @@ def analyse_crash_cores(cores: list[Path], executable: str, *,
         return [], [f"a core file was written but nothing here reads it ({PYSTACK_INSTALL}, or apt-get install gdb)"]
     processes = []
     for core in cores:
-        processes.append(_analyse_core(core, executable))
+        processes.append(resolve_core(_analyse_core(core, executable), core, executable))
         if not keep:
             os.unlink(core)
     return demangled(processes), []

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from lifeguard.capture.demangle import demangled
 from lifeguard.capture.procstate import thread_name
+from lifeguard.capture.symbols import resolve_live
 from lifeguard.model.kernel import KernelState
 from lifeguard.model.stacks import ProcessStacks, ThreadStack
 from lifeguard.run.supervise import CaptureHook, HangContext
@@ -154,7 +155,7 @@ def with_kernel_state(hook: CaptureHook | None) -> CaptureHook:
 
     def capture(context: HangContext) -> list[ProcessStacks]:
         states = sample_tree(context.pids)
-        processes = demangled(hook(context)) if hook is not None else []
+        processes = demangled(resolve_live(hook(context))) if hook is not None else []
         return attach_states(processes, states, context.pids)
 
     return capture

@@ -94,6 +94,8 @@ def runtime_of(thread: ThreadStack) -> RuntimeHit | None:
                 culprit_at = later
                 if not (candidate.function or "").startswith(_PLUMBING):
                     break
-            caller = next((f for f in thread.frames[culprit_at + 1:] if not runtime.owns(f)), None)
+            # The first named frame outside the runtime: an OpenMP region's outlined body has no name.
+            caller = next((f for f in thread.frames[culprit_at + 1:]
+                           if not runtime.owns(f) and f.function not in (None, "??")), None)
             return RuntimeHit(runtime, culprit_at, thread.frames[culprit_at], caller)
     return None

@@ -1,0 +1,74 @@
+"""Names for native frames a back end left unnamed.
+
+pystack names a frame from a library's dynamic symbols and debug info; a function that is only in
+the full symbol table (``gomp_team_barrier_wait_end`` in a wheel's vendored libgomp) comes back as
+``??``, and a finding would say "?? in libgomp". elfutils' eu-addr2line reads the same addresses
+against the live process (or the core) with every symbol table, in one bounded call.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+from lifeguard.model.stacks import Frame, ProcessStacks
+
+RESOLVE_TIMEOUT = 10.0
+MAX_ADDRESSES = 2000
+
+
+def _unnamed(frame: Frame) -> bool:
+    return not frame.is_python and not frame.inline and frame.address is not None and frame.function in (None, "??")
+
+
+def _addr2line(source: list[str], addresses: list[str]) -> dict[str, str]:
+    tool = shutil.which("eu-addr2line")
+    if tool is None or not addresses:
+        return {}
+    try:
+        done = subprocess.run([tool, *source, "-f", "-C", *addresses], capture_output=True, text=True,
+                              timeout=RESOLVE_TIMEOUT, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    lines = done.stdout.splitlines()
+    if len(lines) != 2 * len(addresses):  # a function line and a file:line line per address
+        return {}
+    names = {}
+    for position, address in enumerate(addresses):
+        name = lines[2 * position].strip()
+        if name and name != "??":
+            names[address] = name
+    return names
+
+
+def _named(process: ProcessStacks, names: dict[str, str]) -> ProcessStacks:
+    def fix(frame: Frame) -> Frame:
+        return replace(frame, function=names[frame.address]) if _unnamed(frame) and frame.address in names else frame
+
+    return replace(process, threads=tuple(replace(t, frames=tuple(fix(f) for f in t.frames))
+                                          for t in process.threads))
+
+
+def _addresses(process: ProcessStacks) -> list[str]:
+    found = {f.address for t in process.threads for f in t.frames if _unnamed(f) and f.address}
+    return sorted(found)[:MAX_ADDRESSES]
+
+
+def resolve_live(processes: list[ProcessStacks]) -> list[ProcessStacks]:
+    """Name the unnamed frames of live processes (they are still alive: a hang is killed after capture)."""
+    out = []
+    for process in processes:
+        addresses = _addresses(process)
+        names = _addr2line([f"--pid={process.pid}"], addresses) if addresses and process.pid > 0 else {}
+        out.append(_named(process, names) if names else process)
+    return out
+
+
+def resolve_core(process: ProcessStacks, core: Path, executable: str) -> ProcessStacks:
+    """Name the unnamed frames of a process read from ``core`` (before the core is deleted)."""
+    addresses = _addresses(process)
+    del executable  # the core's own link map names every module
+    names = _addr2line([f"--core={core}"], addresses) if addresses else {}
+    return _named(process, names) if names else process

@@ -1,0 +1,61 @@
+"""Every rule against the evidence of real third-party bugs: the field corpus's runs (benchmarks/field/),
+kept trimmed in tests/data/field/ by `benchmarks/accuracy.py --save-evidence`. The heavy venvs are not
+needed: each file holds what lifeguard captured (stacks, kernel states, events, stderr messages) and
+the finding its case must produce."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from lifeguard.diagnose import diagnose
+from lifeguard.model.result import RunResult
+from lifeguard.report.text import evidence_text
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "field"
+CASES = sorted(path.stem for path in DATA.glob("*.json"))
+
+
+def load(name: str) -> tuple[RunResult, dict[str, str]]:
+    data = json.loads((DATA / f"{name}.json").read_text())
+    return replace(RunResult.from_dict(data), findings=()), data["field_case"]
+
+
+def test_the_corpus_has_its_cases() -> None:
+    assert len(CASES) >= 8
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_case_gets_its_finding_naming_the_culprit(name: str) -> None:
+    run, case = load(name)
+    findings = diagnose(run)
+    culprit = re.compile(case["culprit"])
+    right = [f for f in findings if f.kind == case["finding"]
+             and (culprit.search(f.summary) or any(culprit.search(frame) for frame in f.frames))]
+    assert right, f"{case['finding']} matching {case['culprit']!r} not in {[str(f) for f in findings]}"
+    # The specific finding comes first, never after a generic one.
+    assert findings[0].kind == case["finding"]
+    assert not any(f.kind in ("hang", "crash") for f in findings)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_culprit_is_on_the_terminal_before_any_stack(name: str) -> None:
+    run, case = load(name)
+    text = evidence_text(replace(run, findings=tuple(diagnose(run))))
+    culprit = re.compile(case["culprit"])
+    match = culprit.search(text)
+    assert match is not None
+    if "--- stacks" in text:
+        assert match.start() < text.index("--- stacks")
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if load(n)[0].outcome.value == "hung"])
+def test_no_fork_hang_is_called_a_busy_loop_unless_a_thread_spun(name: str) -> None:
+    run, _ = load(name)
+    spun = any(t.kernel is not None and t.kernel.activity.value == "spinning"
+               for p in run.backtraces for t in p.threads)
+    assert spun or not any(f.kind == "busy-loop" for f in diagnose(run))
