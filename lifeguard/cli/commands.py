@@ -207,7 +207,7 @@ class Build(Selecting):
 
 
 class Doctor(Command):
-    """Check gdb, ptrace, core files, compiler and headers."""
+    """Check the native capture back ends (pystack, eu-stack, gdb), ptrace, core files, compiler and headers."""
 
     name = "doctor"
     python_help = "interpreter to check (default: this one)"
