@@ -43,7 +43,8 @@ def is_plumbing(frame: Frame) -> bool:
         return False
     if not frame.function or frame.function == "??":
         return any(part in (frame.library or "") for part in _PLUMBING_LIBRARIES)
-    return matches(frame.function, SIGNAL_PLUMBING)
+    # faulthandler's own handlers (a stripped build may name their cold parts oddly: faulthandler_sigabrt.cold).
+    return matches(frame.function, SIGNAL_PLUMBING) or frame.function.startswith("faulthandler")
 
 
 def crashed_thread(evidence: Evidence) -> tuple[ProcessStacks, ThreadStack] | None:

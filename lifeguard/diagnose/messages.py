@@ -31,10 +31,12 @@ class LibraryMessage:
     meaning: str  # what it says about the bug, for the finding
     hint: str  # what to do about it
     crash_marker: bool = False  # faulthandler's own report of the crash: the moment, not a cause
+    about: str = ""  # what a rule can take it for: "refcount", "wrong-thread"
 
 
-def _m(library: str, pattern: str, meaning: str, hint: str, crash_marker: bool = False) -> LibraryMessage:
-    return LibraryMessage(library, re.compile(pattern), meaning, hint, crash_marker)
+def _m(library: str, pattern: str, meaning: str, hint: str, crash_marker: bool = False,
+       about: str = "") -> LibraryMessage:
+    return LibraryMessage(library, re.compile(pattern), meaning, hint, crash_marker, about)
 
 
 _HEAP = "Run with PYTHONMALLOC=debug (or under valgrind / ASan) to stop at the first bad free or write."
@@ -45,14 +47,14 @@ MESSAGES: tuple[LibraryMessage, ...] = (
     _m("Tcl", r"Tcl_AsyncDelete: async handler deleted by the wrong thread",
        "a Tcl interpreter (tkinter) was destroyed on a thread other than the one that created it",
        "Create, use and let go of every tkinter object on one thread; do not let gc collect them on a worker "
-       "thread (break the reference cycles, or delete them explicitly on the main thread)."),
+       "thread (break the reference cycles, or delete them explicitly on the main thread).", about="wrong-thread"),
     _m("Tcl", r"^(Tcl_Panic|.*\bpanic\b.*Tcl)", "Tcl panicked", "Read the Tcl message above; it names the misuse."),
     _m("Qt", r"QThread: Destroyed while thread is still running",
        "a QThread object was destroyed while its thread was still running",
        "Stop the thread (quit() and wait()) before the QThread object is destroyed, and before the "
        "interpreter exits (an atexit handler or aboutToQuit)."),
     _m("Qt", r"QObject::(~QObject|killTimer|startTimer|setParent): .*(another|different) thread",
-       "a Qt object was used or destroyed from a thread other than its own", _THREAD),
+       "a Qt object was used or destroyed from a thread other than its own", _THREAD, about="wrong-thread"),
     _m("Qt", r"^(ASSERT: |ASSERT failure in |qFatal|QFATAL)", "a Qt assertion or qFatal aborted",
        "Read the Qt message; it names the object and the check that failed."),
     _m("libstdc++", r"terminate called without an active exception",
@@ -86,6 +88,13 @@ MESSAGES: tuple[LibraryMessage, ...] = (
     _m("CUDA", r"Cannot re-initialize CUDA in forked subprocess|CUDA error: initialization error",
        "CUDA was used in a forked child after the parent initialised it",
        "Use the 'spawn' start method for processes that use CUDA."),
+    _m("CPython", r"Fatal Python error: \w+: (deallocating None|deallocating True|deallocating False|"
+       r".*refcount error|.*negative ref(erence)? ?count)",
+       "an object that must never be freed (None, True, False, a static type) or an object with a negative "
+       "reference count: an extension released a reference it did not own",
+       "Find the extension's Py_DECREF of a borrowed reference (Py_None returned without Py_RETURN_NONE / "
+       "Py_NewRef, PyTuple_GetItem / PyDict_GetItem results); a debug-build interpreter or -X dev catches it "
+       "at the first bad release.", about="refcount"),
     _m("CPython", r"Fatal Python error: (PyThreadState_Get|_PyThreadState_GET|PyEval_SaveThread|take_gil|"
        r"PyGILState_Release|PyEval_RestoreThread|drop_gil|_PyMem_DebugMalloc|_PyObject_AssertFailed|"
        r"_Py_Dealloc|Py_EndInterpreter|init_threadstate|_PyErr_|PyInterpreterState|_Py_CheckFunctionResult)",

@@ -9,9 +9,9 @@ The extension modules that were loaded are the suspects.
 from __future__ import annotations
 
 from lifeguard.child.protocol import ATEXIT_DONE
-from lifeguard.diagnose.crash import crashed_thread, quote_text, where
+from lifeguard.diagnose.crash import cleanup_step, crashed_thread, quote_text, where
 from lifeguard.diagnose.evidence import Evidence, first_frame, thread_ref
-from lifeguard.model.outcomes import Outcome
+from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Finding
 
 KIND = "refcount-underflow-at-finalization"
@@ -46,20 +46,30 @@ def check(evidence: Evidence) -> list[Finding]:
     at = first_frame(thread, FINALIZE_FUNCTIONS)
     if at is None and first_frame(thread, LATE_CLEAR_FUNCTIONS) is not None:
         at = first_frame(thread, SINGLETON_DEALLOCS)
-    if at is None:
+    said, quote = quote_text(evidence)
+    by_message = quote is not None and quote.message.about == "refcount"
+    if at is None and not by_message:
         return []
     libraries = {f.library for p in evidence.processes for t in p.threads for f in t.frames if f.library}
     named = suspects(evidence, libraries)
-    summary = (f"crashed in {where(at[1])} while Py_FinalizeEx freed the interpreter's static types and builtin "
-               f"objects: one of them had already been released (its reference count reached zero early), so an "
-               f"extension released a reference it did not own")
+    if at is not None:
+        summary = (f"crashed in {where(at[1])} while Py_FinalizeEx freed the interpreter's static types and "
+                   f"builtin objects: one of them had already been released (its reference count reached zero "
+                   f"early), so an extension released a reference it did not own")
+    else:
+        when = " at finalization" if evidence.phase is Phase.EXIT else ""
+        summary = (f"reference count underflow{when}: CPython found an object freed that must never be (or a "
+                   f"negative reference count) while thread {thread.tid} released it")
+        step = cleanup_step(thread)
+        if step is not None:
+            summary += f" in {step[0]} ({where(step[1])})"
     if named:
         shown = ", ".join(named[:MAX_SUSPECTS]) + (f" and {len(named) - MAX_SUSPECTS} more"
                                                    if len(named) > MAX_SUSPECTS else "")
         summary += f"; extension modules loaded: {shown}"
-    said, _ = quote_text(evidence)
     summary += said
     return [Finding(kind=KIND, summary=summary, hint=HINT, threads=(thread_ref(process, thread, "crashed"),),
-                    frames=tuple(str(f) for f in thread.frames[at[0]:at[0] + 6] if not f.is_python),
+                    frames=tuple(str(f) for f in thread.frames[(at[0] if at else 0):][:8] if not f.is_python),
                     details={"suspects": named[:50]},
-                    evidence=(f"thread {thread.tid}: {at[1]}",))]
+                    evidence=(f"thread {thread.tid}: {at[1] if at else thread.frames[0] if thread.frames else '?'}",
+                              *((f"stderr line {quote.line.number}: {quote.line.text.strip()}",) if quote else ())))]

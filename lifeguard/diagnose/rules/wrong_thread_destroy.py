@@ -7,8 +7,9 @@ worker thread, frees it, or a worker drops the last reference.
 
 from __future__ import annotations
 
+from lifeguard.child.protocol import GC_FOREIGN_THREAD
 from lifeguard.diagnose.activity import python_text
-from lifeguard.diagnose.crash import crashed_thread, foreign_frame, quote_text, where
+from lifeguard.diagnose.crash import crash_frame, crashed_thread, foreign_frame, quote_text, where
 from lifeguard.diagnose.evidence import Evidence, first_frame, thread_ref
 from lifeguard.diagnose.rules.wrong_thread_gc import GC_FUNCTIONS
 from lifeguard.model.outcomes import Outcome
@@ -18,17 +19,18 @@ KIND = "destroyed-on-wrong-thread"
 HINT = ("Let the owning thread destroy the object: drop the last reference on that thread, break reference cycles "
         "so gc never frees it elsewhere (or call gc.collect() on the owner thread), and never keep such objects "
         "in structures a worker thread may release.")
-# Library messages that say an object was destroyed or used on the wrong thread.
-WRONG_THREAD_WORDS = ("wrong thread", "another thread", "different thread")
 DEALLOC_FUNCTIONS = ("subtype_dealloc", "_Py_Dealloc", "Py_DecRef", "tp_dealloc", "PyObject_GC_Del")
 
 
 def check(evidence: Evidence) -> list[Finding]:
     if evidence.outcome is not Outcome.CRASHED:
         return []
-    said, quote = quote_text(evidence)
-    by_message = quote is not None and any(w in quote.line.text for w in WRONG_THREAD_WORDS)
     hit = crashed_thread(evidence)
+    if hit is not None and first_frame(hit[1], GC_FUNCTIONS) is not None and any(
+            e.name == GC_FOREIGN_THREAD for e in evidence.events):
+        return []  # a collection on a foreign thread freed it: wrong-thread-gc tells that, quoting the library
+    said, quote = quote_text(evidence)
+    by_message = quote is not None and quote.message.about == "wrong-thread"
     dealloc = None
     on_other = False
     if hit is not None:
@@ -57,7 +59,8 @@ def check(evidence: Evidence) -> list[Finding]:
         if entered:
             summary += f", from Python at {entered}"
         threads = (thread_ref(process, thread, "destroyed it"),)
-        frames = tuple(str(f) for f in thread.frames[:10] if not f.is_python)
+        site = crash_frame(thread)
+        frames = tuple(str(f) for f in thread.frames[(site[0] if site else 0):][:10] if not f.is_python)
     summary += said
     return [Finding(kind=KIND, summary=summary, hint=quote.message.hint if by_message and quote else HINT,
                     threads=threads, frames=frames,

@@ -9,6 +9,7 @@ The child bootstrap records collections on non-main threads (gc.callbacks).
 from __future__ import annotations
 
 from lifeguard.child.protocol import CORRUPTED, GC_FOREIGN_THREAD
+from lifeguard.diagnose.crash import crashed_thread, foreign_frame, quote_text, where
 from lifeguard.diagnose.evidence import Evidence, has_frame
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Finding, ThreadRef
@@ -39,6 +40,21 @@ def _crash_in_gc(evidence: Evidence) -> tuple[bool, str | None]:
     return False, None
 
 
+def _freed_in_gc(evidence: Evidence) -> str | None:
+    """What the crashing collection was deallocating: the innermost dealloc frame and the library code
+    its destructor ran (``Tkapp_Dealloc in _tkinter...so``, then ``Tcl_AsyncDelete in libtcl8.6.so``)."""
+    hit = crashed_thread(evidence)
+    if hit is None:
+        return None
+    _, thread = hit
+    dealloc = next((f for f in thread.frames if not f.is_python and f.function
+                    and (f.function.endswith(("_dealloc", "_Dealloc")) or "::~" in f.function)
+                    and f.function not in ("subtype_dealloc", "_Py_Dealloc")), None)
+    native = foreign_frame(thread)
+    parts = [where(f) for f in (dealloc, native) if f is not None]
+    return ", which ran ".join(dict.fromkeys(parts)) or None
+
+
 def check(evidence: Evidence) -> list[Finding]:
     if evidence.outcome not in (Outcome.CORRUPTED, Outcome.CRASHED):
         return []
@@ -52,11 +68,16 @@ def check(evidence: Evidence) -> list[Finding]:
     if corruption is not None or in_gc:
         summary = (f"{what} while the garbage collector ran on a non-main thread: {len(foreign)} collection(s) on "
                    f"{', '.join(names)}")
+        freed = _freed_in_gc(evidence)
+        if freed:
+            summary += f"; the collection was freeing {freed}"
     else:
         # The free may come long before the use: what a foreign collection freed is later used by another thread.
         summary = (f"{len(foreign)} garbage collection(s) ran on non-main thread(s) before {what}"
                    + (f" in {crashed}" if crashed else "") + f": {', '.join(names)}; objects freed there (their "
                    "destructors ran on that thread) may be what the crashing thread used")
+    said, _ = quote_text(evidence)
+    summary += said
     threads = {(e.pid, e.get("thread")): e.get("thread_name") for e in foreign}
     return [Finding(kind=KIND, summary=summary, hint=HINT,
                     threads=tuple(ThreadRef(int(pid or 0), int(tid or 0), name, "ran gc")
