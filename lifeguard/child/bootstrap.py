@@ -206,14 +206,14 @@ def run(spec: dict[str, Any]) -> None:
     if kind == "code":
         sys.argv = ["-c"]
         code = compile(spec["code"], "<string>", "exec")
-        body = lambda: exec(code, {"__name__": "__main__", "__builtins__": __builtins__})  # noqa: E731
+        body = lambda: _run_as_main(code, None)  # noqa: E731
     elif kind == "script":
-        import runpy
-
         path = spec["path"]
         sys.argv = [path, *spec.get("argv", [])]
         sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-        body = lambda: runpy.run_path(path, run_name="__main__")  # noqa: E731
+        with open(path, "rb") as source:
+            script = compile(source.read(), path, "exec")
+        body = lambda: _run_as_main(script, path)  # noqa: E731
     else:
         module = None
         if spec.get("fixture"):  # first: the scenario file may import the fixture itself
@@ -225,6 +225,20 @@ def run(spec: dict[str, Any]) -> None:
         body = (lambda: func(module)) if spec.get("fixture") else func
     emit(protocol.BODY_START)
     _run_body(body)
+
+
+def _run_as_main(code: Any, path: str | None) -> None:
+    """Run a script or -c code as Python does: in a real ``__main__`` module that stays in sys.modules,
+    so its globals live until finalization clears them (runpy.run_path would free them when the body
+    returns, and an object whose destructor crashes at exit would be freed during the run)."""
+    import types
+
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = __builtins__
+    if path is not None:
+        main.__file__ = path
+    sys.modules["__main__"] = main
+    exec(code, main.__dict__)
 
 
 def _load_function(path: str, name: str) -> Any:

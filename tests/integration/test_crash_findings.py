@@ -110,3 +110,10 @@ def test_abort_from_an_atexit_callback_names_os_abort(tmp_path: Path) -> None:
     finding = run["findings"][0]
     assert finding["kind"] == "crash"
     assert "os_abort_impl" in finding["summary"] and "atexit callback" in finding["summary"]
+
+
+def test_a_scripts_globals_live_until_finalization(tmp_path: Path) -> None:
+    """As under plain python: a module-level object of the script is freed at exit, not when its body ends
+    (a destructor that crashes must crash in the exit phase)."""
+    run, _ = crash_run(tmp_path, "import os\nclass Late:\n    def __del__(self):\n        os.abort()\nkeep = Late()\n")
+    assert (run["outcome"], run["phase"]) == ("crashed", "exit")
