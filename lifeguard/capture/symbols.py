@@ -23,7 +23,24 @@ def _unnamed(frame: Frame) -> bool:
     return not frame.is_python and not frame.inline and frame.address is not None and frame.function in (None, "??")
 
 
-def _addr2line(source: list[str], addresses: list[str]) -> dict[str, str]:
+Location = tuple[str | None, str | None, int | None]  # function, source file, line
+
+
+def _location(function: str, where: str) -> Location | None:
+    """eu-addr2line's two lines for one address; None when it knew nothing. A function's cold part
+    (GCC's .cold split) often has a source line but no symbol: keep the line."""
+    name = function.strip() if function.strip() not in ("", "??") else None
+    file, _, line = where.strip().rpartition(":")
+    if where.count(":") >= 2:  # file:line:column
+        file, _, line = file.rpartition(":")
+    known_file = file if file and file != "??" else None
+    number = int(line) if line.isdigit() and int(line) > 0 else None
+    if name is None and known_file is None:
+        return None
+    return name, known_file, number
+
+
+def _addr2line(source: list[str], addresses: list[str]) -> dict[str, Location]:
     tool = shutil.which("eu-addr2line")
     if tool is None or not addresses:
         return {}
@@ -37,15 +54,19 @@ def _addr2line(source: list[str], addresses: list[str]) -> dict[str, str]:
         return {}
     names = {}
     for position, address in enumerate(addresses):
-        name = lines[2 * position].strip()
-        if name and name != "??":
-            names[address] = name
+        found = _location(lines[2 * position], lines[2 * position + 1])
+        if found is not None:
+            names[address] = found
     return names
 
 
-def _named(process: ProcessStacks, names: dict[str, str]) -> ProcessStacks:
+def _named(process: ProcessStacks, names: dict[str, Location]) -> ProcessStacks:
     def fix(frame: Frame) -> Frame:
-        return replace(frame, function=names[frame.address]) if _unnamed(frame) and frame.address in names else frame
+        if not _unnamed(frame) or frame.address not in names:
+            return frame
+        function, file, line = names[frame.address]
+        return replace(frame, function=function or frame.function, file=frame.file or file,
+                       line=frame.line if frame.file else line)
 
     return replace(process, threads=tuple(replace(t, frames=tuple(fix(f) for f in t.frames))
                                           for t in process.threads))

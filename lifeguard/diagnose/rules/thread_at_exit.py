@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from lifeguard.diagnose.activity import python_text
 from lifeguard.diagnose.crash import cleanup_step, crashed_thread, foreign_frame, main_thread, quote_text, where
-from lifeguard.diagnose.evidence import Evidence, has_frame, thread_ref
+from lifeguard.diagnose.evidence import EXIT_HANDLER_FUNCTIONS, Evidence, has_frame, thread_ref
 from lifeguard.diagnose.rules.daemon_thread import THREAD_EXIT_FUNCTIONS
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Finding
@@ -44,6 +44,8 @@ def check(evidence: Evidence) -> list[Finding]:
     process, crashed = hit
     if has_frame(crashed, THREAD_EXIT_FUNCTIONS):
         return []  # a daemon thread ended by finalization: daemon-thread-at-finalization explains it
+    if has_frame(crashed, EXIT_HANDLER_FUNCTIONS):
+        return []  # after Py_Finalize, in exit()'s handlers: static-destructor-after-finalize's ground
     main = main_thread(process)
     main_tid = main.tid if main is not None else process.pid
     running = [(t, what) for t in process.threads if t.tid != main_tid if (what := _running(t)) is not None]
