@@ -6,8 +6,8 @@ upstream bug and a passing.py that does the same work the fixed way. For each ca
 script runs setup.sh, runs bug.py under lifeguard with the case's expectation and reads
 report.json, then runs passing.py under lifeguard expecting a clean pass:
 
-- finding right: some finding has kind == case.finding and its summary or frames match the
-  case's culprit regex;
+- finding right: some finding has kind == case.finding, its summary or frames match the
+  case's culprit regex and, when the case names the library's fatal `message`, its summary quotes it;
 - culprit on terminal: the culprit regex matches what lifeguard printed;
 - passing variant: passing.py passed.
 
@@ -63,6 +63,7 @@ class Case:
     expect: str
     finding: str
     culprit: re.Pattern[str]
+    message: re.Pattern[str] | None = None  # the library's own fatal line, which the finding must quote
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,12 @@ def load_case(folder: Path) -> Case:
         culprit = re.compile(str(data["culprit"]))
     except re.error as error:
         raise UsageError(f"{path}: culprit is not a regex: {error}") from error
+    try:
+        message = re.compile(str(data["message"])) if data.get("message") else None
+    except re.error as error:
+        raise UsageError(f"{path}: message is not a regex: {error}") from error
     return Case(folder.name, folder, str(data["package"]), str(data["upstream"]), str(data["bug"]),
-                str(data["passing"]), str(data["expect"]), str(data["finding"]), culprit)
+                str(data["passing"]), str(data["expect"]), str(data["finding"]), culprit, message)
 
 
 def discover(names: list[str]) -> list[Case]:
@@ -228,9 +233,12 @@ def run_lifeguard(command: list[str], script: Path, python: Path, expect: str, t
 
 
 def finding_matches(case: Case, run: dict[str, Any] | None) -> bool:
-    """True when some finding is of the case's kind and names the culprit in its summary or frames."""
+    """True when some finding is of the case's kind, names the culprit in its summary or frames and, where
+    the library printed a fatal message, quotes it."""
     for finding in (run or {}).get("findings") or []:
         if finding.get("kind") != case.finding:
+            continue
+        if case.message is not None and not case.message.search(str(finding.get("summary", ""))):
             continue
         texts = [str(finding.get("summary", "")), *(str(frame) for frame in finding.get("frames") or [])]
         if any(case.culprit.search(text) for text in texts):
@@ -285,7 +293,8 @@ def trimmed(run: dict[str, Any], case: Case) -> dict[str, Any]:
     """A failed run of report.json, small enough for tests/data (save_evidence.trimmed), with its case."""
     data = trimmed_run(run)
     data["field_case"] = {"name": case.name, "package": case.package, "upstream": case.upstream,
-                          "finding": case.finding, "culprit": case.culprit.pattern}
+                          "finding": case.finding, "culprit": case.culprit.pattern,
+                          "message": case.message.pattern if case.message else None}
     return data
 
 

@@ -37,6 +37,8 @@ def test_the_case_gets_its_finding_naming_the_culprit(name: str) -> None:
     right = [f for f in findings if f.kind == case["finding"]
              and (culprit.search(f.summary) or any(culprit.search(frame) for frame in f.frames))]
     assert right, f"{case['finding']} matching {case['culprit']!r} not in {[str(f) for f in findings]}"
+    if case.get("message"):  # the library's own fatal line is quoted, not faulthandler's "Aborted"
+        assert re.search(case["message"], right[0].summary), right[0].summary
     # The specific finding comes first, never after a generic one.
     assert findings[0].kind == case["finding"]
     assert not any(f.kind in ("hang", "crash") for f in findings)
