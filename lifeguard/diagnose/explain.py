@@ -21,15 +21,16 @@ from lifeguard.model.run import BacktraceMethod, RunSpec
 
 
 def explain(spec: RunSpec, result: RunResult) -> RunResult:
-    """Add native crash stacks (from cores) and findings to a failed run; passing runs pay nothing."""
-    if result.outcome is Outcome.PASSED:
+    """Add native crash stacks (from cores) and findings to a failed run. A passed run pays one listdir:
+    a core in its folder means a forked child crashed although the parent went on."""
+    cores = find_cores(spec.run_dir) if spec.cores else []
+    if result.outcome is Outcome.PASSED and not cores:
         return result
     notes = list(result.notes)
     backtraces = list(result.backtraces)
     if backtraces and result.python_stacks:
         # A hang's native stacks without python-gdb get the faulthandler dump's Python frames.
         backtraces = merge_python_stacks(backtraces, result.python_stacks)
-    cores = find_cores(spec.run_dir) if spec.cores else []
     if spec.cores and (result.outcome is Outcome.CRASHED or cores):
         replay = spec.backtrace is BacktraceMethod.REPLAY
         if not replay and not cores:
@@ -52,14 +53,19 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
         missing = gdb_missing_note()
         if missing:
             notes.append(missing)
-    phase = result.phase
+    outcome, phase, reason = result.outcome, result.phase, result.reason
     forked = {e.pid for e in result.events if e.name == FORKED}
-    crashed = {p.pid for p in backtraces if p.signal is not None}
-    if result.outcome is Outcome.CRASHED and crashed and crashed <= forked:
-        phase = Phase.FORK_CHILD  # only forked children left cores: the crash was theirs, whatever the parent did
+    crashed = [p for p in backtraces if p.signal is not None]
+    if crashed and {p.pid for p in crashed} <= forked:
+        # Only forked children left cores: the crash was theirs, whatever the parent did after it.
+        phase = Phase.FORK_CHILD
+        if outcome is not Outcome.HUNG and (outcome is not Outcome.CRASHED or result.signal is None):
+            child = crashed[0]
+            outcome = Outcome.CRASHED
+            reason = f"forked child {child.pid} was killed by {child.signal}" + (f"; {reason}" if reason else "")
     messages = scan_file(spec.run_dir / STDERR_FILE)
-    result = replace(result, backtraces=tuple(backtraces), notes=tuple(notes), phase=phase,
-                     stderr_messages=messages)
+    result = replace(result, outcome=outcome, phase=phase, reason=reason, backtraces=tuple(backtraces),
+                     notes=tuple(notes), stderr_messages=messages)
     try:
         findings = tuple(diagnose(result))
     except Exception as exc:  # a rule's bug must not lose the run

@@ -141,8 +141,9 @@ class Engine:
                 result = servers.run(spec, cancel=self.cancel, capture_hooks=hooks)
         except RunInterrupted:
             return None
-        if result.outcome is not Outcome.PASSED:
-            result = self.explain(spec, result)  # passing runs pay nothing for diagnosis
+        # A failed run gets its evidence and findings; a passed one only a look for core files (a forked
+        # child may have crashed while its parent carried on), so passing runs pay one listdir.
+        result = self.explain(spec, result)
         if result.outcome is Outcome.PASSED:
             shutil.rmtree(spec.run_dir, ignore_errors=True)
         return replace(result, finished_at=round(time.monotonic() - began, 4))

@@ -117,3 +117,18 @@ def test_a_scripts_globals_live_until_finalization(tmp_path: Path) -> None:
     (a destructor that crashes must crash in the exit phase)."""
     run, _ = crash_run(tmp_path, "import os\nclass Late:\n    def __del__(self):\n        os.abort()\nkeep = Late()\n")
     assert (run["outcome"], run["phase"]) == ("crashed", "exit")
+
+
+@pytest.mark.parametrize("parent_exit", ["0", "1"])
+def test_a_forked_childs_crash_is_fork_child_whatever_the_parent_does(tmp_path: Path, parent_exit: str) -> None:
+    """The child aborts at its exit; the parent sees it and exits 0 or 1: the run crashed, in the fork child."""
+    code = ("import os, sys\npid = os.fork()\nif pid == 0:\n    os.abort()\n"
+            f"os.waitpid(pid, 0)\nsys.exit({parent_exit})\n")
+    script = tmp_path / "program.py"
+    script.write_text(code)
+    proc = run_cli("run", str(script), "--expect", "crashed@fork-child", "--report", str(tmp_path / "r"))
+    run = load_report(tmp_path / "r")["runs"][0]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (run["outcome"], run["phase"]) == ("crashed", "fork-child")
+    assert "forked child" in run["reason"] and "SIGABRT" in run["reason"]
+    assert any(p.get("signal") for p in run["backtraces"])
