@@ -11,8 +11,8 @@ rests on is cut by a line limit: the full text of every thread is in backtraces.
 from __future__ import annotations
 
 from lifeguard.child.protocol import FORKED
-from lifeguard.diagnose.crash import is_plumbing
-from lifeguard.diagnose.evidence import CALL_MACHINERY
+from lifeguard.diagnose.crash import CLEANUP_STEPS, is_plumbing
+from lifeguard.diagnose.evidence import CALL_MACHINERY, matches
 from lifeguard.model.result import RunResult
 from lifeguard.model.stacks import Frame, ProcessStacks, SignalInfo, ThreadStack
 
@@ -53,11 +53,20 @@ def _is_plumbing(frame: Frame) -> bool:
     return function.startswith(_STARTUP) or _is_interpreter(frame) or any(part in library for part in _SYSTEM)
 
 
+_CLEANUP_FUNCTIONS = tuple(name for names, _ in CLEANUP_STEPS for name in names)
+
+
+def _is_cleanup(frame: Frame) -> bool:
+    """A step of the shutdown (Py_FinalizeEx, exit()'s handlers, _dl_fini): it says *when* the thread
+    crashed, so the outer frames from it inward stay on the terminal."""
+    return not frame.is_python and matches(frame.function, _CLEANUP_FUNCTIONS)
+
+
 def trimmed_frames(thread: ThreadStack) -> tuple[list[Frame | str], int]:
     """The frames to print (a str stands for a collapsed run) and how many outer frames were hidden."""
     frames = list(thread.frames)
     last = len(frames) - 1
-    while last >= 0 and _is_plumbing(frames[last]):
+    while last >= 0 and _is_plumbing(frames[last]) and not _is_cleanup(frames[last]):
         last -= 1
     if last < 0:
         last = len(frames) - 1  # nothing but plumbing: show it all rather than nothing

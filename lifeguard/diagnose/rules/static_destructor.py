@@ -9,6 +9,7 @@ or a fatal error and SIGABRT).
 from __future__ import annotations
 
 from lifeguard.child.protocol import ATEXIT_DONE
+from lifeguard.diagnose.crash import quote_text
 from lifeguard.diagnose.evidence import (
     EXIT_HANDLER_FUNCTIONS,
     Evidence,
@@ -93,8 +94,12 @@ def check(evidence: Evidence) -> list[Finding]:
             summary = f"{crash} at exit: {what}{where} ran from {handler.function} after the interpreter " \
                       f"{state} and touched Python objects"
         shown = [str(f) for f in inner[:8] if not f.is_python] + [str(handler)]
+        said, quote = quote_text(evidence)
+        summary += said
         findings.append(Finding(
             kind=KIND, summary=summary, hint=HINT,
+            evidence=(f"thread {thread.tid}: {handler}",
+                      *((f"stderr line {quote.line.number}: {quote.line.text.strip()}",) if quote else ())),
             threads=tuple(involved),
             frames=tuple(shown),
             details={"destructor": destructor.function if destructor else None,
