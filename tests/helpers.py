@@ -118,3 +118,34 @@ def measure_pace(python: str | None = None, samples: int = STARTUP_SAMPLES) -> P
                        stdout=subprocess.DEVNULL, timeout=STARTUP_TIMEOUT)
         slowest = max(slowest, time.monotonic() - started)
     return Pace(startup=slowest)
+
+
+def crash_with_core(folder: Path, program: str, python: str, timeout: float) -> tuple[int, Path]:
+    """Run ``program`` (which must die of SIGSEGV) in ``folder`` and return its pid and core file; skips the
+    test where this machine writes no core into the working directory (a piped core_pattern, a zero limit)."""
+    import resource
+    import signal
+
+    import pytest
+
+    pattern = Path("/proc/sys/kernel/core_pattern").read_text().strip()
+    if pattern.startswith("|") or "/" in pattern:
+        pytest.skip(f"core files do not land in the working directory here (core_pattern {pattern!r})")
+    if resource.getrlimit(resource.RLIMIT_CORE)[1] == 0:
+        pytest.skip("the hard RLIMIT_CORE is 0: no core files")
+    script = folder / "crash.py"
+    script.write_text(program)
+    process = subprocess.Popen([python, str(script)], cwd=folder, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert process.wait(timeout=timeout) == -signal.SIGSEGV
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait(timeout=timeout)
+    cores = [p for p in folder.iterdir() if p.name == "core" or p.name.startswith("core.")]
+    if not cores:
+        pytest.skip("the kernel wrote no core file here (container core dump policy)")
+    return process.pid, cores[0]

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 
 from lifeguard.capture.bounded import ToolRun, resume_stopped, run_bounded, stderr_tail
-from lifeguard.capture.procstate import ZOMBIE_STATES, ProcInfo, proc_info, process_state, thread_name
+from lifeguard.capture.procstate import ProcInfo, gone_reason, proc_info, thread_name
 from lifeguard.capture.pystack_parse import PTRACE_HINT
 from lifeguard.model.stacks import Backend, Frame, ProcessStacks, ThreadStack, infer_gil
 
@@ -136,9 +136,8 @@ def build_stacks(pid: int, info: ProcInfo, run: ToolRun, timeout: float) -> Proc
 def capture_eu_stack(pid: int, timeout: float = DEFAULT_LIVE_TIMEOUT) -> ProcessStacks:
     """Native stacks of every thread of one live process; failures come back as ``error``."""
     info = proc_info(pid)
-    state = process_state(pid)
-    if state is None or state in ZOMBIE_STATES:
-        reason = "No such process" if state is None else "the process has exited (a zombie not yet reaped)"
+    reason = gone_reason(pid)
+    if reason is not None:
         return ProcessStacks(pid=pid, ppid=info.ppid, exe=info.exe, cmdline=info.cmdline,
                              backend=Backend.EU_STACK, error=reason)
     binary = eu_stack_path()

@@ -70,3 +70,13 @@ def mapped_libpythons(pid: int) -> list[Path]:
         return []
     paths = {line.split(None, 5)[-1] for line in maps.splitlines() if line.count(" ") >= 5}
     return sorted(Path(p) for p in paths if p.startswith("/") and LIBPYTHON.match(Path(p).name))
+
+
+def gone_reason(pid: int) -> str | None:
+    """Why a live capture of ``pid`` cannot start (gone, or a zombie not yet reaped), else None."""
+    state = process_state(pid)
+    if state is None:
+        return "No such process"
+    if state in ZOMBIE_STATES:
+        return "the process has exited (a zombie not yet reaped)"
+    return None

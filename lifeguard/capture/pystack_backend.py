@@ -23,7 +23,7 @@ from pathlib import Path
 
 from lifeguard.capture.bounded import ToolRun, resume_stopped, run_bounded
 from lifeguard.capture.core_notes import crashed_thread
-from lifeguard.capture.procstate import ZOMBIE_STATES, proc_info, process_state
+from lifeguard.capture.procstate import gone_reason, proc_info
 from lifeguard.capture.pystack_parse import build_core, build_live, parse_document
 from lifeguard.model.stacks import Backend, ProcessStacks
 
@@ -77,9 +77,8 @@ def probe_pystack(timeout: float = PROBE_TIMEOUT) -> tuple[str | None, str]:
 def capture_pystack(pid: int, timeout: float = DEFAULT_LIVE_TIMEOUT) -> ProcessStacks:
     """Native and Python stacks of every thread of one live process; failures come back as ``error``."""
     info = proc_info(pid)
-    state = process_state(pid)
-    if state is None or state in ZOMBIE_STATES:
-        reason = "No such process" if state is None else "the process has exited (a zombie not yet reaped)"
+    reason = gone_reason(pid)
+    if reason is not None:
         return ProcessStacks(pid=pid, ppid=info.ppid, exe=info.exe, cmdline=info.cmdline,
                              backend=Backend.PYSTACK, error=reason)
     if pystack_available() is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from lifeguard.diagnose.evidence import Evidence, describe, matches
 from lifeguard.diagnose.messages import Quote, cause_quote
+from lifeguard.model.outcomes import Outcome
 from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack
 
 # How a crash is delivered and reported, never where it happened: signal delivery and faulthandler's
@@ -57,6 +58,11 @@ def crashed_thread(evidence: Evidence) -> tuple[ProcessStacks, ThreadStack] | No
         if thread is not None:
             return process, thread
     return None
+
+
+def crash_of(evidence: Evidence) -> tuple[ProcessStacks, ThreadStack] | None:
+    """The crashed thread of a crashed run; None for any other outcome or without native stacks."""
+    return crashed_thread(evidence) if evidence.outcome is Outcome.CRASHED else None
 
 
 def crash_frame(thread: ThreadStack) -> tuple[int, Frame] | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import select
 import signal
 import subprocess
@@ -39,7 +38,7 @@ from lifeguard.model.stacks import (
     ThreadStack,
     render_text,
 )
-from tests.helpers import pyenv_python, real_python
+from tests.helpers import crash_with_core, pyenv_python, real_python
 
 READY_TIMEOUT = 20.0  # a child reaching its hang; generous for a loaded CI machine
 CAPTURE_TIMEOUT = 30.0  # one gdb capture; far above the ~0.5 s it takes
@@ -434,36 +433,16 @@ def core_files(folder: Path) -> list[Path]:
 
 
 def test_core_file_names_the_signal_and_the_crashing_frames(tmp_path: Path) -> None:
-    pattern = Path("/proc/sys/kernel/core_pattern").read_text().strip()
-    if pattern.startswith("|") or "/" in pattern:
-        pytest.skip(f"core files do not land in the working directory here (core_pattern {pattern!r})")
-    if resource.getrlimit(resource.RLIMIT_CORE)[1] == 0:
-        pytest.skip("the hard RLIMIT_CORE is 0: no core files")
-    script = tmp_path / "crash.py"
-    script.write_text(CRASH_PROGRAM)
     python = real_python()
-    process = subprocess.Popen(
-        [python, str(script)],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        assert process.wait(timeout=CRASH_TIMEOUT) == -signal.SIGSEGV
-    finally:
-        kill_group(process)
-    cores = core_files(tmp_path)
-    if not cores:
-        pytest.skip("the kernel wrote no core file here (container core dump policy)")
-    stacks = analyse_core(cores[0], python, timeout=CAPTURE_TIMEOUT, cache_dir=tmp_path / "index-cache")
+    pid, core = crash_with_core(tmp_path, CRASH_PROGRAM, python, CRASH_TIMEOUT)
+    stacks = analyse_core(core, python, timeout=CAPTURE_TIMEOUT, cache_dir=tmp_path / "index-cache")
     assert stacks.error is None, stacks.error
-    assert stacks.pid == process.pid
+    assert stacks.pid == pid
     assert stacks.signal is not None
     assert stacks.signal.name == "SIGSEGV" and stacks.signal.number == signal.SIGSEGV
     assert stacks.signal.address == "0x0"
     crashed = stacks.thread(stacks.signal.tid or -1)
-    assert crashed is not None and crashed.tid == process.pid
+    assert crashed is not None and crashed.tid == pid
     names = crashed.function_names()
     assert any(re.search(r"strlen", name) for name in names[:3]), names
     assert "string_at" in names

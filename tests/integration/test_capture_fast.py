@@ -12,9 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -37,7 +35,7 @@ from lifeguard.capture.native import (
 from lifeguard.capture.pystack_backend import analyse_core_pystack, capture_pystack, pystack_available
 from lifeguard.model.stacks import GIL_HELD, GIL_RELEASED, GIL_WAITING, ProcessStacks, ThreadStack
 from lifeguard.run.supervise import HangContext
-from tests.helpers import ROOT, pyenv_python, real_python, run_cli
+from tests.helpers import ROOT, crash_with_core, pyenv_python, real_python, run_cli
 from tests.integration.test_capture import (
     BLOCKED_ON_LOCK,
     CRASH_PROGRAM,
@@ -46,7 +44,6 @@ from tests.integration.test_capture import (
     Child,
     assert_running,
     by_role,
-    core_files,
     interpreters,
     kill_group,
     read_until,
@@ -401,37 +398,22 @@ def test_a_read_past_its_deadline_is_killed_and_the_process_keeps_running(tmp_pa
 
 @needs_pystack
 def test_pystack_reads_a_crash_core(tmp_path: Path) -> None:
-    pattern = Path("/proc/sys/kernel/core_pattern").read_text().strip()
-    if pattern.startswith("|") or "/" in pattern:
-        pytest.skip(f"core files do not land in the working directory here (core_pattern {pattern!r})")
-    if resource.getrlimit(resource.RLIMIT_CORE)[1] == 0:
-        pytest.skip("the hard RLIMIT_CORE is 0: no core files")
-    script = tmp_path / "crash.py"
-    script.write_text(CRASH_PROGRAM)
     python = real_python()
-    process = subprocess.Popen([python, str(script)], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        assert process.wait(timeout=CAPTURE_TIMEOUT) == -signal.SIGSEGV
-    finally:
-        kill_group(process)
-    cores = core_files(tmp_path)
-    if not cores:
-        pytest.skip("the kernel wrote no core file here (container core dump policy)")
-    stacks = analyse_core_pystack(cores[0], python, timeout=CAPTURE_TIMEOUT)
+    pid, core = crash_with_core(tmp_path, CRASH_PROGRAM, python, CAPTURE_TIMEOUT)
+    stacks = analyse_core_pystack(core, python, timeout=CAPTURE_TIMEOUT)
     assert stacks.error is None, stacks.error
-    assert stacks.backend_label == "pystack-core" and stacks.pid == process.pid
+    assert stacks.backend_label == "pystack-core" and stacks.pid == pid
     assert stacks.signal is not None and stacks.signal.name == "SIGSEGV" and stacks.signal.address == "0x0"
     crashed = stacks.thread(stacks.signal.tid or -1)
-    assert crashed is not None and crashed.tid == process.pid and crashed.gil == GIL_HELD
+    assert crashed is not None and crashed.tid == pid and crashed.gil == GIL_HELD
     names = crashed.function_names()
     assert any("strlen" in name for name in names[:3]) and "string_at" in names, names
     assert python_names(crashed)[-2:] == ["crash_now", "<module>"]
     assert all(f.library is None or f.library.startswith("/") for f in crashed.frames)  # paths, not names
     assert_python_frames_sit_on_eval_frames(stacks)
     # The crash path prefers it too (and keeps the core when asked).
-    [chosen], notes = analyse_crash_cores(cores, python, keep=True)
-    assert chosen.backend_label == "pystack-core" and not notes and cores[0].exists()
+    [chosen], notes = analyse_crash_cores([core], python, keep=True)
+    assert chosen.backend_label == "pystack-core" and not notes and core.exists()
 
 
 @needs_pystack

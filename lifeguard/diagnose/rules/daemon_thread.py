@@ -9,9 +9,8 @@ into std::terminate ("terminate called without an active exception") and abort()
 from __future__ import annotations
 
 from lifeguard.diagnose.activity import python_text
-from lifeguard.diagnose.crash import cleanup_step, crashed_thread, foreign_frame, main_thread, quote_text, where
+from lifeguard.diagnose.crash import cleanup_step, crash_of, foreign_frame, main_thread, quote_text, where
 from lifeguard.diagnose.evidence import Evidence, first_frame, thread_ref
-from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Finding
 
 KIND = "daemon-thread-at-finalization"
@@ -23,9 +22,7 @@ THREAD_EXIT_FUNCTIONS = ("PyThread_exit_thread", "pthread_exit", "__pthread_exit
 
 
 def check(evidence: Evidence) -> list[Finding]:
-    if evidence.outcome is not Outcome.CRASHED:
-        return []
-    hit = crashed_thread(evidence)
+    hit = crash_of(evidence)
     if hit is None:
         return []
     process, thread = hit

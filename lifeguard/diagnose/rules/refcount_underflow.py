@@ -9,9 +9,9 @@ The extension modules that were loaded are the suspects.
 from __future__ import annotations
 
 from lifeguard.child.protocol import ATEXIT_DONE
-from lifeguard.diagnose.crash import cleanup_step, crashed_thread, quote_text, where
+from lifeguard.diagnose.crash import cleanup_step, crash_of, quote_text, where
 from lifeguard.diagnose.evidence import Evidence, first_frame, thread_ref
-from lifeguard.model.outcomes import Outcome, Phase
+from lifeguard.model.outcomes import Phase
 from lifeguard.model.result import Finding
 
 KIND = "refcount-underflow-at-finalization"
@@ -37,9 +37,7 @@ def suspects(evidence: Evidence, libraries: set[str]) -> list[str]:
 
 
 def check(evidence: Evidence) -> list[Finding]:
-    if evidence.outcome is not Outcome.CRASHED:
-        return []
-    hit = crashed_thread(evidence)
+    hit = crash_of(evidence)
     if hit is None:
         return []
     process, thread = hit
