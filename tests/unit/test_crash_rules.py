@@ -28,7 +28,14 @@ CASES = {
     "worker_exit": ("thread-running-at-exit", ["worker (worker_exit.c:8)", "still running at exit"]),
     "underflow": ("refcount-underflow-at-finalization", ["type_dealloc", "_ctypes.cpython"]),
     "abort_exit": ("crash", ["os_abort_impl", "atexit callback", "phase exit"]),
+    "exit_with_pending_callback": ("static-destructor-after-finalize", ["CallbackPool::~CallbackPool",
+                                                                      "crashed entering Python"]),
 }
+
+
+def test_a_static_destructor_crash_is_not_also_a_thread_running_at_exit() -> None:
+    """The bundled MXNet exit case: a worker crashes while exit()'s handlers run; one finding, not two."""
+    assert [f.kind for f in diagnose(evidence("exit_with_pending_callback"))] == ["static-destructor-after-finalize"]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

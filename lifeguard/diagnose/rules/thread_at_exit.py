@@ -44,9 +44,9 @@ def check(evidence: Evidence) -> list[Finding]:
     process, crashed = hit
     if has_frame(crashed, THREAD_EXIT_FUNCTIONS):
         return []  # a daemon thread ended by finalization: daemon-thread-at-finalization explains it
-    if has_frame(crashed, EXIT_HANDLER_FUNCTIONS):
-        return []  # after Py_Finalize, in exit()'s handlers: static-destructor-after-finalize's ground
     main = main_thread(process)
+    if has_frame(crashed, EXIT_HANDLER_FUNCTIONS) or (main is not None and has_frame(main, EXIT_HANDLER_FUNCTIONS)):
+        return []  # after Py_Finalize, in exit()'s handlers: static-destructor-after-finalize's ground
     main_tid = main.tid if main is not None else process.pid
     running = [(t, what) for t in process.threads if t.tid != main_tid if (what := _running(t)) is not None]
     if not running or (crashed.tid == main_tid and not running):
