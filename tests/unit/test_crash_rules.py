@@ -82,3 +82,13 @@ def test_a_sent_signal_has_no_fault_address() -> None:
     sent = SignalInfo("SIGSEGV", 11, -6, "0x75ba", 1)
     assert sent.fault_address is None and "0x75ba" not in str(sent)
     assert SignalInfo("SIGSEGV", 11, 1, "0x10", 1).fault_address == "0x10"
+
+
+def test_faulthandlers_re_raise_is_shown_once() -> None:
+    from lifeguard.diagnose.view import stacks_view
+
+    run = evidence("daemon_exit")
+    view = stacks_view(replace(run, findings=tuple(diagnose(run))))
+    assert "(the signal, re-raised by its handler: 3 frames)" in view
+    crashed = view.split("<-- SIGABRT", 1)[1]
+    assert crashed.count("raise at") == 1 and crashed.count("__pthread_kill_implementation") == 1
