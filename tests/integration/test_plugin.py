@@ -327,7 +327,7 @@ def test_xdist_carries_evidence_to_the_controller_and_junit(plugin_env: pytest.P
     cases = junit_cases(plugin_env.path / "junit.xml")
     failure = cases["test_crashes"].find("failure")
     assert failure is not None and "crashed@exit (SIGSEGV)" in (failure.text or "")
-    assert "--- native backtraces ---" in (failure.text or "") or "note:" in (failure.text or "")
+    assert "--- stacks, culprit first" in (failure.text or "") or "note:" in (failure.text or "")
     assert properties(cases["test_crashes"])["lifeguard.outcome"] == "crashed"
     assert properties(cases["test_passes"])["lifeguard.verdict"] == "expected"
 
