@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -194,7 +195,10 @@ def test_exitfirst_stops_at_the_first_unexpected_verdict(scenario_file: Any, tmp
     path = scenario_file(TWO_SCENARIOS)
     proc = run_cli("run", "-x", "-j", "1", "--report", str(tmp_path / "r"), str(path))
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert [r["scenario"] for r in load_report(tmp_path / "r")["runs"]] == ["a_fails"]
+    data = load_report(tmp_path / "r")
+    assert [r["scenario"] for r in data["runs"]] == ["a_fails"] and data["stopped"] and not data["all_expected"]
+    suite = ET.parse(tmp_path / "r" / "junit.xml").getroot()
+    assert (suite.get("failures"), suite.get("skipped")) == ("1", "1")
     assert "skip b_passes[default]  not run: stopped at the first unexpected verdict (-x)" in proc.stdout
     assert "1 runs in" in proc.stdout and "1 unexpected, stopped at the first (-x)" in proc.stdout
     everything = run_cli("run", "-j", "1", str(path))
