@@ -88,5 +88,6 @@ def report_uncaught(exc: BaseException) -> None:
     tb = exc.__traceback__
     while tb is not None and os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) == _CHILD_DIR:
         tb = tb.tb_next
-    sys.excepthook(type(exc), exc, tb)
+    # The exception's own traceback is what gets printed (CPython ignores the argument when it has one).
+    sys.excepthook(type(exc), exc.with_traceback(tb), tb)
     raise SystemExit(1)

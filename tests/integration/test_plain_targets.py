@@ -68,6 +68,15 @@ def test_module_and_code_targets(tmp_path: Path) -> None:
                                                                                 str(tmp_path), "__main__")
 
 
+def test_an_uncaught_exception_prints_as_python_prints_it(tmp_path: Path) -> None:
+    (tmp_path / "boom.py").write_text("def f():\n    raise ValueError('boom')\n\nf()\n")
+    proc = run_cli("run", "--no-native", "boom.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # Python's own 1
+    traceback = proc.stderr[proc.stderr.index("Traceback"):]
+    assert traceback.splitlines()[1].startswith(f'  File "{tmp_path / "boom.py"}", line 4, in <module>'), traceback
+    assert "lifeguard" not in traceback and traceback.rstrip().endswith("ValueError: boom")
+
+
 def test_a_command_and_its_python(tmp_path: Path) -> None:
     (tmp_path / "tool.py").write_text(REPORTER)
     report = tmp_path / "r"
