@@ -101,6 +101,8 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
         if any(p in forked for p in hung_pids):
             phase = Phase.FORK_CHILD
         reason = f"deadline of {spec.timeout:g} s passed; {len(hung_pids)} process(es) alive"
+        if spec.plain and phase is Phase.RUN:  # maybe only slow: a whole program (a test suite) needs its own
+            reason += " (a program that needs longer: lifeguard run --timeout SECONDS ...)"
     elif signum is not None:
         outcome = Outcome.CRASHED
         reason = f"killed by {signal_name(signum)}"
