@@ -40,6 +40,7 @@ from lifeguard.plan.probes import DEFAULT_TIMEOUT as PROBE_TIMEOUT
 from lifeguard.plan.probes import PROBES, parse_hook, probe_options, probe_scenarios
 from lifeguard.plan.scheduler import PlanOptions, build_all, series_of
 from lifeguard.report.terminal import exited_on_its_own
+from lifeguard.report.text import visible
 
 
 class Command:
@@ -319,7 +320,7 @@ class Probe(Command):
                 shutil.rmtree(folder, ignore_errors=True)
         missing = None if session.interrupted else module_missing(session, args.module)
         if missing:
-            print(f"lifeguard: error: cannot import {args.module} in the child: {missing}", file=sys.stderr)
+            print(f"lifeguard: error: cannot import {args.module} in the child: {visible(missing)}", file=sys.stderr)
             print("lifeguard: put its folder on the import path with --path DIR, or pick the interpreter "
                   "it is installed in with --python", file=sys.stderr)
             return EXIT_USAGE
