@@ -47,6 +47,7 @@ class Command:
     """A subcommand: the first line of the docstring is its one-line help, the rest its description."""
 
     name: ClassVar[str]
+    usage: ClassVar[str | None] = None  # argparse's own usage line, unless the command line is not argparse's
     python_help: ClassVar[str] = "interpreter for the children (default: this one)"
 
     @classmethod
@@ -76,7 +77,8 @@ class Selecting(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("targets", nargs="*", metavar="TARGET",
                             help="scenario files, folders, FILE.py::NAME, bundled scenario names or plain scripts "
-                                 "(default: the bundled scenarios)")
+                                 "(default: the bundled scenarios); for run, a plain script takes every word after "
+                                 "it as its arguments")
         parser.add_argument("-k", dest="keyword", metavar="EXPR",
                             help="only scenarios matching EXPR (substrings with and/or/not, as in pytest)")
         parser.add_argument("-c", dest="code", metavar="CODE", help="run CODE as a scenario that expects a clean pass")
@@ -113,6 +115,8 @@ class Run(Selecting):
     """
 
     name = "run"
+    usage = ("lifeguard run [OPTIONS] [TARGET ...] [script.py | -m MODULE | -c CODE | -- COMMAND] [ARGS ...]\n"
+             "       (every word after script.py, -m MODULE, -c CODE or -- COMMAND is the program's own)")
 
     def split(self, parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], PlainTarget | None]:
         return split_plain_target(parser, argv, is_plain_script)

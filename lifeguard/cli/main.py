@@ -20,7 +20,8 @@ def build_parser() -> Parser:
     parser.add_argument("--version", action="version", version=f"lifeguard {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for command in COMMANDS:
-        sub = subparsers.add_parser(command.name, help=command.help(), description=command.description())
+        sub = subparsers.add_parser(command.name, help=command.help(), description=command.description(),
+                                    usage=command.usage)
         command.add_arguments(sub)
         sub.set_defaults(handler=command)
         parser.subcommands[command.name] = sub
