@@ -89,7 +89,10 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
     stderr_tail = _tail(files.stderr)
     stdout_tail = _tail(files.stdout)
     main_pid = lead_pid(events, main_pid)
-    phase: Phase | None = phase_of(events, main_pid)
+    # A command none of whose processes reported anything (no Python, or one started with -I/-S) has no
+    # known phase: "import" would be a guess.
+    known = spec.kind is not RunKind.COMMAND or any(e.pid == main_pid for e in events)
+    phase: Phase | None = phase_of(events, main_pid) if known else None
     signum = -rc if rc is not None and rc < 0 else None
     shell_crash = (spec.kind is RunKind.COMMAND and rc is not None and rc - SHELL_SIGNAL_BASE in CRASH_SIGNALS)
     fatal = FATAL_RE.search(stderr_tail)
@@ -97,7 +100,7 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
     forked = {e.pid for e in events if e.name == protocol.FORKED}
     if hung:
         outcome = Outcome.HUNG
-        phase = phase_at_deadline or phase
+        phase = (phase_at_deadline or phase) if known else None
         if any(p in forked for p in hung_pids):
             phase = Phase.FORK_CHILD
         reason = f"deadline of {spec.timeout:g} s passed; {len(hung_pids)} process(es) alive"
