@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import sys
 
+from lifeguard.child import protocol
+
 TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows this name
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,7 +47,10 @@ def _set_path0(entry: str) -> None:
 
 
 def hide_harness() -> None:
-    """Take lifeguard's own modules out of ``sys.modules``: the program gets its own ``import lifeguard``."""
+    """Take lifeguard's own modules out of ``sys.modules``: the program gets its own ``import lifeguard``,
+    and a lifeguard it runs (a test suite of a project that uses lifeguard) is not told it is a scenario's
+    child (where ``@lifeguard.scenario`` does nothing)."""
+    os.environ.pop(protocol.CHILD_ENV, None)
     for name in [n for n in sys.modules if n == "lifeguard" or n.startswith("lifeguard.")]:
         _hidden.append(sys.modules.pop(name))
 

@@ -218,7 +218,9 @@ def child_env(spec: RunSpec, run_id: str, *, events_fd: int | None = None,
     """The environment entries lifeguard adds for a run; the result channel is an inherited
     descriptor, or a path (for a child started by a tool that passes no descriptors)."""
     env = dict(spec.env)
-    env.update({protocol.CHILD_ENV: "1", protocol.RUN_ID_ENV: run_id, protocol.VARIANT_ENV: spec.variant})
+    env.update({protocol.RUN_ID_ENV: run_id, protocol.VARIANT_ENV: spec.variant})
+    if not spec.plain:  # a plain target is a program of its own: a lifeguard it runs must work as anywhere
+        env[protocol.CHILD_ENV] = "1"
     if events_fd is not None:
         env[protocol.EVENTS_FD_ENV] = str(events_fd)
     if events_path is not None:

@@ -94,6 +94,19 @@ def test_a_command_and_its_python(tmp_path: Path) -> None:
     assert "from the shell" not in proc.stdout and "exited with code 7 on its own" in proc.stdout  # -q
 
 
+def test_a_program_may_run_lifeguard_itself(tmp_path: Path) -> None:
+    """A CI step whose suite uses lifeguard (its plugin, its command line): the inner lifeguard is not told
+    it runs inside a scenario's child, so its scenario files declare their scenarios."""
+    (tmp_path / "cases.py").write_text("import lifeguard\n\n@lifeguard.scenario(timeout=20)\ndef inner_case():\n"
+                                       "    pass\n")
+    code = ("import subprocess, sys\n"
+            "sys.exit(subprocess.run([sys.executable, '-m', 'lifeguard', 'run', '--no-native', 'cases.py'],"
+            " timeout=60).returncode)\n")
+    proc = run_cli("run", "--no-native", "-c", code, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ok   inner_case[default]" in proc.stdout  # the inner session's own result line, shown live
+
+
 def test_quiet_prints_results_only(tmp_path: Path) -> None:
     (tmp_path / "tool.py").write_text(REPORTER)
     proc = run_cli("run", "-q", "--no-native", "tool.py", cwd=tmp_path)
