@@ -221,8 +221,8 @@ def lifeguard_command(given: str | None) -> list[str]:
 def run_lifeguard(command: list[str], script: Path, python: Path, expect: str, timeout: float,
                   report_dir: Path) -> LifeguardRun:
     """`lifeguard run SCRIPT` under the case's python; the terminal output and report.json's first run."""
-    argv = [*command, "run", str(script), "--python", str(python), "--timeout", str(timeout),
-            "--expect", expect, "--report", str(report_dir)]
+    argv = [*command, "run", "--python", str(python), "--timeout", str(timeout), "--expect", expect,
+            "--report", str(report_dir), str(script)]
     done = run_bounded(argv, timeout + CAPTURE_MARGIN, cwd=REPO)
     terminal = done.stdout + done.stderr
     try:

@@ -11,12 +11,12 @@ rebuilds, and many processes building at once (``-j``, xdist) share one result.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +83,8 @@ def _compilers() -> tuple[str, str]:
 
 
 def _build_key(folder: Path, variant: str, interp: Interpreter) -> str:
+    import hashlib  # only where a fixture is built: a session without one does without OpenSSL
+
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
@@ -121,8 +123,9 @@ def find_fixture(name: str, near: Path | None = None) -> Path:
 
 
 def build_fixture(name: str, variant: str, interp: Interpreter, *, near: Path | None = None,
-                  force: bool = False) -> BuiltFixture:
-    """Build (or reuse) fixture ``name`` in ``variant`` for ``interp``."""
+                  force: bool = False, on_compile: Callable[[str, str], None] | None = None) -> BuiltFixture:
+    """Build (or reuse) fixture ``name`` in ``variant`` for ``interp``; ``on_compile(name, variant)`` is
+    told before the compiler starts (a build takes seconds: the terminal says what it waits for)."""
     if variant not in VARIANT_DEFINES:
         raise BuildError(f"fixture {name}: unknown variant {variant!r}")
     folder = find_fixture(name, near)
@@ -141,6 +144,8 @@ def build_fixture(name: str, variant: str, interp: Interpreter, *, near: Path | 
         fcntl.flock(lock, fcntl.LOCK_EX)
         if module_path.exists() and not force:
             return BuiltFixture(name, variant, out_dir, module_path, cached=True)
+        if on_compile is not None:
+            on_compile(name, variant)
         _compile(sources, variant, interp, out_dir, module_path)
     return BuiltFixture(name, variant, out_dir, module_path, cached=False)
 

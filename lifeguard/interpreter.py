@@ -52,6 +52,20 @@ class Interpreter:
         return {"executable": self.executable, "version": self.version_text, "soabi": self.soabi}
 
 
+def _this_interpreter() -> Interpreter:
+    import sysconfig
+
+    version = sys.version_info
+    if version < (3, 10):
+        raise InterpreterError(f"lifeguard needs CPython 3.10 or newer, got {sys.version.split()[0]}")
+    return Interpreter(
+        executable=sys.executable, version=(version[0], version[1], version[2]),
+        include=sysconfig.get_paths()["include"], ext_suffix=sysconfig.get_config_var("EXT_SUFFIX") or ".so",
+        soabi=sysconfig.get_config_var("SOABI") or "", libdir=sysconfig.get_config_var("LIBDIR") or "",
+        ldlibrary=sysconfig.get_config_var("LDLIBRARY") or "",
+    )
+
+
 @cache
 def resolve(python: str | None = None) -> Interpreter:
     """Ask ``python`` (default: the interpreter lifeguard runs under) who it really is.
@@ -60,6 +74,8 @@ def resolve(python: str | None = None) -> Interpreter:
     ``sys.executable`` gives the binary that gdb and the children must use.
     """
     target = python or sys.executable
+    if target == sys.executable and sys.implementation.name == "cpython":
+        return _this_interpreter()  # no need to ask: a child process would cost every `lifeguard run`
     if os.sep in target and not os.path.exists(target):
         raise InterpreterError(f"--python {target}: no such file")
     try:

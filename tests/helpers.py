@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -47,12 +48,16 @@ def pyenv_python(version: str) -> str | None:
 
 
 def run_cli(*args: str, timeout: float = CLI_TIMEOUT, cwd: Path | None = None,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run `python -m lifeguard ARGS` in a bounded child (its own session, killed whole on timeout)."""
+            env: dict[str, str] | None = None, shell_setup: str = "") -> subprocess.CompletedProcess[str]:
+    """Run `python -m lifeguard ARGS` in a bounded child (its own session, killed whole on timeout);
+    ``shell_setup``: shell commands run first, in the shell that then becomes lifeguard (`ulimit -c ...`)."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env.update(env or {})
-    proc = subprocess.Popen([real_python(), "-m", "lifeguard", *args], cwd=cwd or ROOT, env=full_env,
+    argv = [real_python(), "-m", "lifeguard", *args]
+    if shell_setup:
+        argv = ["sh", "-c", f"{shell_setup} && exec {shlex.join(argv)}"]
+    proc = subprocess.Popen(argv, cwd=cwd or ROOT, env=full_env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, stdin=subprocess.DEVNULL)
     try:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
+from lifeguard.child.cores import core_pattern_is_local
+from lifeguard.child.protocol import CORE_PATTERN_FILE
+
+CORE_PATTERN = Path(CORE_PATTERN_FILE)
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,7 @@ def core_setup() -> CoreSetup:
                          f"core files are piped to {handler} (core_pattern {pattern!r}); lifeguard cannot read "
                          "them. Use --backtrace replay, or set core_pattern to 'core' (sysctl "
                          "kernel.core_pattern=core) on a machine you own.")
-    if "/" in pattern:
+    if not core_pattern_is_local(pattern):
         return CoreSetup(pattern, False,
                          f"core files go to {pattern!r}, outside the run's folder; use --backtrace replay or set "
                          "kernel.core_pattern=core")

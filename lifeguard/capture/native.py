@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lifeguard.build import cache_dir
+from lifeguard.capture.core_notes import core_executable
 from lifeguard.capture.demangle import demangled
 from lifeguard.capture.eu_stack import INSTALL_HINT as EU_STACK_INSTALL
 from lifeguard.capture.eu_stack import capture_eu_stack, eu_stack_available
@@ -28,7 +29,7 @@ from lifeguard.capture.pystack_backend import analyse_core_pystack, capture_pyst
 from lifeguard.capture.symbols import resolve_core
 from lifeguard.capture.threadstate import with_kernel_state
 from lifeguard.child import protocol
-from lifeguard.model.run import RunSpec
+from lifeguard.model.run import RunKind, RunSpec
 from lifeguard.model.stacks import ProcessStacks
 from lifeguard.run.launch import child_argv, child_env, child_spec
 from lifeguard.run.supervise import CaptureHook, HangContext
@@ -188,7 +189,8 @@ def analyse_crash_cores(cores: list[Path], executable: str, *,
         return [], [f"a core file was written but nothing here reads it ({PYSTACK_INSTALL}, or apt-get install gdb)"]
     processes = []
     for core in cores:
-        processes.append(resolve_core(_analyse_core(core, executable), core, executable))
+        program = core_executable(core) or executable  # a command's cores are of whatever crashed
+        processes.append(resolve_core(_analyse_core(core, program), core, program))
         if not keep:
             os.unlink(core)
     return demangled(processes), []
@@ -202,6 +204,8 @@ def replay_under_gdb(spec: RunSpec) -> tuple[list[ProcessStacks], list[str]]:
     what could not be done."""
     if gdb_available() is None:
         return [], ["a replay under gdb needs gdb (apt-get install gdb)"]
+    if spec.kind is RunKind.COMMAND:
+        return [], ["a command is not replayed under gdb (its crashing process may be any of its descendants)"]
     folder = spec.run_dir / "replay"
     folder.mkdir(parents=True, exist_ok=True)
     replayed = replace(spec, run_dir=folder, cores=False)
@@ -209,7 +213,7 @@ def replay_under_gdb(spec: RunSpec) -> tuple[list[ProcessStacks], list[str]]:
     env.update(child_env(replayed, uuid.uuid4().hex, events_path=folder / protocol.EVENTS_FILE))
     env[protocol.SPEC_ENV] = repr(child_spec(replayed))
     # gdb's "run" passes arguments through a shell: the bootstrap as a script file needs no quoting.
-    process = replay_crash(child_argv(replayed, as_script=True), env=env, cwd=folder,
+    process = replay_crash(child_argv(replayed, as_script=True), env=env, cwd=replayed.cwd,
                            stdout_path=folder / protocol.STDOUT_FILE, stderr_path=folder / protocol.STDERR_FILE,
                            timeout=spec.timeout + REPLAY_TIMEOUT_MARGIN,
                            cache_dir=cache_dir() / "gdb-index")

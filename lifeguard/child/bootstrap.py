@@ -1,6 +1,7 @@
 """The code that runs first inside every supervised child (never in the supervisor).
 
-Started as ``python -X faulthandler -u -c "...; bootstrap.main()"``, it:
+Started as ``python -X faulthandler -u -c "...; bootstrap.main()"`` (or, for a Python process of a plain
+run that lifeguard did not start itself, through ``attach``), it:
 - registers a faulthandler dump on ``DUMP_SIGNAL`` for all threads, into a file per
   process (forked children re-register into their own file), so the supervisor
   can ask any live process of the tree for its Python stacks;
@@ -8,7 +9,8 @@ Started as ``python -X faulthandler -u -c "...; bootstrap.main()"``, it:
   atexit) so the supervisor knows the *phase* of a failure;
 - records collections that run on a thread other than the main one (the
   cross-thread-gc bug class);
-- imports the fixture and the scenario, and runs the body.
+- turns core dumps on only where a core lands in the run's folder (child.cores);
+- imports the fixture and the scenario, and runs the body (a plain target: as Python would, child.plain).
 
 Imports stay minimal: every millisecond here is paid by every run.
 """
@@ -19,7 +21,7 @@ import faulthandler
 import os
 import sys
 
-from lifeguard.child import emit, protocol
+from lifeguard.child import cores, emit, protocol
 
 TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows this name
 if TYPE_CHECKING:
@@ -128,21 +130,6 @@ def _install_gc_watch() -> None:
     gc.callbacks.append(on_gc)
 
 
-def _allow_core_dumps() -> None:
-    """Raise RLIMIT_CORE to the hard limit so a crash leaves a core in the run's folder.
-
-    Done here rather than in a preexec_fn: that would make the supervisor's
-    spawn unsafe with several worker threads, and slower for every run.
-    """
-    import resource
-
-    _, hard = resource.getrlimit(resource.RLIMIT_CORE)
-    try:
-        resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
-    except (ValueError, OSError):
-        pass
-
-
 def apply_perturbations(names: list[str], seed: int) -> None:
     """The child-side perturbations (see lifeguard.perturb), seeded for replay."""
     import random
@@ -179,41 +166,49 @@ def main() -> None:
     run(eval(os.environ.pop(protocol.SPEC_ENV), {"__builtins__": {}}, {}))
 
 
+PLAIN_KINDS = ("script", "code", "module")  # plain targets the bootstrap runs (a command is exec'd as is)
+
+
+def _evidence(run_dir: str, signum: int, seed: int, perturbations: list[str]) -> None:
+    """What every process of a run gets: a dump file on the signal, the fork hook, the last atexit
+    callback, the record of collections on other threads, the perturbations."""
+    _register_dump(run_dir, signum)
+    _install_fork_hook(run_dir, signum)
+    import atexit
+
+    # Registered first, so it runs last of all atexit callbacks.
+    atexit.register(_at_exit)
+    _install_gc_watch()
+    if perturbations:
+        apply_perturbations(perturbations, seed)
+
+
 def run(spec: dict[str, Any]) -> None:
     """Set up the evidence machinery, import the fixture and the scenario, run the body.
 
     Returns when the body returned; raises what the body raised (SystemExit included).
     """
     run_dir = spec["run_dir"]
-    signum = spec["dump_signal"]
-    _register_dump(run_dir, signum)
-    if spec.get("cores"):
-        _allow_core_dumps()
-    _install_fork_hook(run_dir, signum)
-    import atexit
-
-    # Registered first, so it runs last of all atexit callbacks.
-    atexit.register(_at_exit)
+    kind = spec["kind"]
+    plain = kind in PLAIN_KINDS
+    if spec.get("cores") and not plain:
+        cores.allow_core_dumps()  # a scenario works in its run folder from the start
+    _evidence(run_dir, spec["dump_signal"], spec.get("seed", 0), spec.get("perturbations") or [])
     import threading
 
     emit(protocol.STARTED, python=list(sys.version_info[:3]), main_thread=threading.get_ident())
-    _install_gc_watch()
-    if spec.get("perturbations"):
-        apply_perturbations(spec["perturbations"], spec.get("seed", 0))
+    # At exit, every process moves into its run folder (a plain target's cores are off until then; a
+    # scenario body may have left its folder), so an exit crash leaves its core there and nowhere else.
+    cores.at_finalization(run_dir, cores=bool(spec.get("cores")), body_end=False)
 
-    kind = spec["kind"]
     body: Callable[[], object]
-    if kind == "code":
-        sys.argv = ["-c"]
-        code = compile(spec["code"], "<string>", "exec")
-        body = lambda: _run_as_main(code, None)  # noqa: E731
-    elif kind == "script":
-        path = spec["path"]
-        sys.argv = [path, *spec.get("argv", [])]
-        sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-        with open(path, "rb") as source:
-            script = compile(source.read(), path, "exec")
-        body = lambda: _run_as_main(script, path)  # noqa: E731
+    on_uncaught: Callable[[BaseException], None] | None = None
+    if plain:
+        from lifeguard.child import plain as plain_target
+
+        body = plain_target.prepare(spec)
+        on_uncaught = plain_target.report_uncaught
+        plain_target.hide_harness()  # last: nothing of lifeguard is imported after this
     else:
         module = None
         if spec.get("fixture"):  # first: the scenario file may import the fixture itself
@@ -224,21 +219,19 @@ def run(spec: dict[str, Any]) -> None:
         func = _load_function(spec["path"], spec["function"])
         body = (lambda: func(module)) if spec.get("fixture") else func
     emit(protocol.BODY_START)
-    _run_body(body)
+    _run_body(body, on_uncaught)
 
 
-def _run_as_main(code: Any, path: str | None) -> None:
-    """Run a script or -c code as Python does: in a real ``__main__`` module that stays in sys.modules,
-    so its globals live until finalization clears them (runpy.run_path would free them when the body
-    returns, and an object whose destructor crashes at exit would be freed during the run)."""
-    import types
+def attach(spec: dict[str, Any]) -> None:
+    """A Python process of a plain run that lifeguard did not start (a command's Python, a program's
+    Python subprocess): the same evidence machinery, from its first line (sitecustomize) to its exit."""
+    import threading
 
-    main = types.ModuleType("__main__")
-    main.__dict__["__builtins__"] = __builtins__
-    if path is not None:
-        main.__file__ = path
-    sys.modules["__main__"] = main
-    exec(code, main.__dict__)
+    emit(protocol.ATTACHED, python=list(sys.version_info[:3]), main_thread=threading.get_ident(),
+         executable=sys.executable, argv=list(getattr(sys, "orig_argv", sys.argv)))
+    _evidence(spec["run_dir"], spec["dump_signal"], spec.get("seed", 0), spec.get("perturbations") or [])
+    cores.at_finalization(spec["run_dir"], cores=bool(spec.get("cores")), body_end=True)
+    emit(protocol.BODY_START)
 
 
 def _load_function(path: str, name: str) -> Any:
@@ -255,7 +248,7 @@ def _load_function(path: str, name: str) -> Any:
     return getattr(module, name)
 
 
-def _run_body(body: Callable[[], object]) -> None:
+def _run_body(body: Callable[[], object], on_uncaught: Callable[[BaseException], None] | None = None) -> None:
     try:
         body()
     except SystemExit as exc:
@@ -263,5 +256,7 @@ def _run_body(body: Callable[[], object]) -> None:
         raise
     except BaseException as exc:
         emit(protocol.BODY_ERROR, error=f"{type(exc).__name__}: {exc}")
+        if on_uncaught is not None and isinstance(exc, Exception):
+            on_uncaught(exc)  # a plain target's traceback as Python prints it, and exit 1
         raise
     emit(protocol.BODY_END)

@@ -63,7 +63,7 @@ def _child(sock: socket.socket, wakeup: tuple[int, int], request: dict[str, Any]
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
     spec = request[protocol.REQUEST_SPEC]
-    os.chdir(spec["run_dir"])
+    os.chdir(spec.get("workdir") or spec["run_dir"])  # a plain target works in the user's folder
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
     os.close(out_fd)

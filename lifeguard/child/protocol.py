@@ -19,6 +19,10 @@ VARIANT_ENV = "LIFEGUARD_VARIANT"  # "buggy", "fixed" or "default"
 RUN_ID_ENV = "LIFEGUARD_RUN_ID"
 SEED_ENV = "LIFEGUARD_SEED"  # the run's seed, for perturbations in the child and in native fixtures
 JITTER_ENV = "LIFEGUARD_JITTER_US"  # the jitter perturbation's bound, read by hook_point() and native fixtures
+# Plain targets and commands: what a Python process of the run's tree that lifeguard did not start itself (a
+# command's Python, a program's Python subprocesses) needs to attach to the run (ATTACH_KEYS, a Python literal).
+# It reaches them through SITE_HOOK_FILE, on the PYTHONPATH lifeguard gives the run.
+ATTACH_ENV = "LIFEGUARD_ATTACH"
 
 # --- the run spec: keys of the dict in SPEC_ENV (or in a fork-server request) ----------------------
 SPEC_KEYS = (
@@ -36,7 +40,12 @@ SPEC_KEYS = (
     "perturbations",  # names, applied in the child (plan.perturbations)
     "variant",  # as VARIANT_ENV
     "exit",  # forked runs: "fast" (os._exit after flushing) or "full" (finalization)
+    "module",  # for kind "module": the module -m runs
+    "workdir",  # plain targets: the user's folder, the program's working directory ("" for the run's folder)
 )
+
+# --- the attach spec: keys of the dict in ATTACH_ENV --------------------------------------------------
+ATTACH_KEYS = ("run_dir", "dump_signal", "cores", "seed", "perturbations")
 
 # --- events: one Python-literal dict a line on the result channel ----------------------------------
 EVENT_KEY = "event"  # every record has EVENT_KEY, "pid" and "time"
@@ -49,6 +58,10 @@ FORKED = "forked"  # a forked child of the run: parent pid, forking_thread, pare
 GC_FOREIGN_THREAD = "gc-foreign-thread"  # a garbage collection ran on a thread other than the main one
 CORRUPTED = "corrupted"  # child.report_corruption()
 NOTE = "note"  # child.note()
+ATTACHED = "attached"  # a Python process the run started without the bootstrap joined it (its executable, argv)
+# The process now works in the run's folder with core dumps on (its working directory at the time, for the
+# notes): plain targets switch at the start of finalization, so an exit crash leaves its core there.
+CORES_ON = "cores-on"
 PYTEST_OUTCOME = "pytest-outcome"  # a pytest body called pytest.skip() / pytest.xfail()
 
 # --- files in the run's folder ----------------------------------------------------------------------
@@ -56,6 +69,9 @@ EVENTS_FILE = "events.txt"
 STDOUT_FILE = "stdout.txt"
 STDERR_FILE = "stderr.txt"
 BOOT_SCRIPT = "lifeguard_boot.py"  # the bootstrap as a script, for tools that run a file (gdb)
+SITE_HOOK_DIR = "attach"  # the folder put first on a plain run's PYTHONPATH...
+SITE_HOOK_FILE = "sitecustomize.py"  # ...holding only this, which attaches each Python process (child.attach)
+CORE_PATTERN_FILE = "/proc/sys/kernel/core_pattern"
 
 
 def faulthandler_file(pid: int) -> str:

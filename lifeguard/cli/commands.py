@@ -7,8 +7,8 @@ Options shared by several subcommands live in a base class (``Selecting`` for th
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import ClassVar
 
 from lifeguard import __version__
-from lifeguard.cli.doctor import run_checks
 from lifeguard.cli.options import (
     default_jobs,
     expectation_text,
@@ -26,6 +25,7 @@ from lifeguard.cli.options import (
     positive_float,
     positive_int,
     seed_value,
+    split_plain_target,
 )
 from lifeguard.cli.session import SessionSetup, exit_code, run_session
 from lifeguard.errors import EXIT_OK, EXIT_USAGE, ArgumentError
@@ -34,17 +34,20 @@ from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Session
 from lifeguard.model.run import MODES
 from lifeguard.model.scenario import DEFAULT_VARIANT, VARIANTS, Scenario
-from lifeguard.plan.discover import discover, select
+from lifeguard.plan.discover import PlainTarget, discover, is_plain_script, select
 from lifeguard.plan.perturbations import PERTURBATIONS
 from lifeguard.plan.probes import DEFAULT_TIMEOUT as PROBE_TIMEOUT
 from lifeguard.plan.probes import PROBES, parse_hook, probe_options, probe_scenarios
 from lifeguard.plan.scheduler import PlanOptions, build_all, series_of
+from lifeguard.report.terminal import exited_on_its_own
+from lifeguard.report.text import visible
 
 
 class Command:
     """A subcommand: the first line of the docstring is its one-line help, the rest its description."""
 
     name: ClassVar[str]
+    usage: ClassVar[str | None] = None  # argparse's own usage line, unless the command line is not argparse's
     python_help: ClassVar[str] = "interpreter for the children (default: this one)"
 
     @classmethod
@@ -54,11 +57,15 @@ class Command:
     @classmethod
     def description(cls) -> str:
         """The docstring's body (its paragraphs after the first line), else that line."""
-        paragraphs = inspect.cleandoc(cls.__doc__ or "").split("\n\n")
+        paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", (cls.__doc__ or "").strip())]
         return " ".join(" ".join(paragraphs[1:] or paragraphs[:1]).split())
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--python", metavar="PATH", help=self.python_help)
+
+    def split(self, parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], PlainTarget | None]:
+        """The words for argparse, and a plain target that takes the rest (only ``run`` has one)."""
+        return argv, None
 
     def run(self, args: argparse.Namespace) -> int:
         raise NotImplementedError
@@ -70,7 +77,8 @@ class Selecting(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("targets", nargs="*", metavar="TARGET",
                             help="scenario files, folders, FILE.py::NAME, bundled scenario names or plain scripts "
-                                 "(default: the bundled scenarios)")
+                                 "(default: the bundled scenarios); for run, a plain script takes every word after "
+                                 "it as its arguments")
         parser.add_argument("-k", dest="keyword", metavar="EXPR",
                             help="only scenarios matching EXPR (substrings with and/or/not, as in pytest)")
         parser.add_argument("-c", dest="code", metavar="CODE", help="run CODE as a scenario that expects a clean pass")
@@ -80,7 +88,10 @@ class Selecting(Command):
 
     @staticmethod
     def selection(args: argparse.Namespace, timeout: float | None = None) -> list[Scenario]:
-        found = discover(list(args.targets), code=args.code, timeout=timeout)
+        plain: PlainTarget | None = getattr(args, "plain", None)
+        # A plain target works in the user's folder, as `python` would (the run folder keeps only evidence).
+        found = discover(list(args.targets), code=args.code, timeout=timeout, plain=plain,
+                         workdir=os.getcwd() if plain is not None else "")
         if args.keyword:
             found = select(found, args.keyword)
         if not found:
@@ -93,17 +104,32 @@ class Selecting(Command):
 
 
 class Run(Selecting):
-    """Run scenarios in supervised children and judge them.
+    """Run scenarios, or a program, in supervised children and judge them.
 
     Run each scenario x variant in fresh supervised children and compare the outcomes with the
-    expectations. Exit 0: all as expected; 1: some unexpected; 2: usage or environment error;
-    3: lifeguard failed; 130: interrupted.
+    expectations; or run one program as Python runs it (script.py ARGS, -m MODULE ARGS, -c CODE ARGS)
+    or any command (-- COMMAND ARGS), in the current folder, its output shown live: every word after
+    the program is the program's, so lifeguard's options come first. Exit 0: all as expected; 1: some
+    unexpected; 2: usage or environment error; 3: lifeguard failed; 130: interrupted. A program run
+    alone that fails by its own exit code N (no crash, hang, corruption or leftover process) exits N.
     """
 
     name = "run"
+    usage = ("lifeguard run [OPTIONS] [TARGET ...] [script.py | -m MODULE | -c CODE | -- COMMAND] [ARGS ...]\n"
+             "       (every word after script.py, -m MODULE, -c CODE or -- COMMAND is the program's own)")
+
+    def split(self, parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], PlainTarget | None]:
+        return split_plain_target(parser, argv, is_plain_script)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         super().add_arguments(parser)
+        parser.add_argument("-m", dest="module", metavar="MODULE",
+                            help="run library module MODULE as a program, as `python -m` does; the words after it "
+                                 "are its arguments (also after script.py, -c CODE and -- COMMAND)")
+        parser.add_argument("-q", "--quiet", action="store_true",
+                            help="results only: no header, progress or live output of the program")
+        parser.add_argument("-x", "--exitfirst", action="store_true",
+                            help="stop at the first unexpected verdict (runs already under way finish)")
         parser.add_argument("--repeat", type=positive_int, metavar="N", help="runs per scenario x variant "
                             "(default: each scenario's own repeat)")
         parser.add_argument("-j", "--jobs", type=jobs_value, default=default_jobs(), metavar="N",
@@ -111,8 +137,8 @@ class Run(Selecting):
         parser.add_argument("--timeout", type=positive_float, metavar="SECONDS",
                             help="deadline per run (default: each scenario's own)")
         parser.add_argument("--expect", type=expectation_text, metavar="OUTCOME[@PHASE]",
-                            help="what a plain script or -c code must end in (default: passed), e.g. "
-                                 "'crashed@exit' or 'hung@fork-child': a reproduction of a known bug then passes")
+                            help="what a plain target must end in (default: passed), e.g. 'crashed@exit' or "
+                                 "'hung@fork-child': a reproduction of a known bug then passes")
         parser.add_argument("--report", type=Path, metavar="DIR",
                             help="write results.jsonl (streamed), report.json, junit.xml and per-run evidence to DIR")
         parser.add_argument("--no-native", action="store_true",
@@ -147,20 +173,31 @@ class Run(Selecting):
         options = PlanOptions(repeat=args.repeat, timeout=args.timeout, variants=self.variants(args),
                               cores=not args.no_native, keep_cores=args.keep_cores, backtrace=args.backtrace,
                               until_fail=args.until_fail, duration=args.duration, seed=args.seed,
-                              perturbations=args.perturb, mode=args.mode)
+                              perturbations=args.perturb, mode=args.mode, exitfirst=args.exitfirst)
+        several = sum(s.is_plain for s in scenarios) > 1 or (args.repeat or 1) > 1 or args.until_fail \
+            or bool(args.duration)
         setup = SessionSetup(interpreter, jobs=args.jobs, verbose=args.verbose, report_dir=args.report,
-                             native=not args.no_native)
-        return exit_code(run_session(scenarios, options, setup))
-
+                             native=not args.no_native, quiet=args.quiet, live_prefix=several)
+        session = run_session(scenarios, options, setup)
+        own = program_exit_code(session) if getattr(args, "plain", None) and not args.expect else None
+        return own if own is not None else exit_code(session)
 
     @staticmethod
     def expecting(scenarios: list[Scenario], expected: str) -> list[Scenario]:
-        """Plain scripts and -c code expect ``expected``; scenarios keep their own expectations."""
-        plain_kinds = ("script", "code")
-        if not any(s.kind in plain_kinds for s in scenarios):
-            raise ArgumentError("--expect applies to plain scripts and -c code; scenarios declare their own "
-                                "expectations in @lifeguard.scenario(expect=...)")
-        return [replace(s, expect={DEFAULT_VARIANT: expected}) if s.kind in plain_kinds else s for s in scenarios]
+        """Plain targets expect ``expected``; scenarios keep their own expectations."""
+        if not any(s.is_plain for s in scenarios):
+            raise ArgumentError("--expect applies to plain targets (script.py, -m, -c, -- COMMAND); scenarios "
+                                "declare their own expectations in @lifeguard.scenario(expect=...)")
+        return [replace(s, expect={DEFAULT_VARIANT: expected}) if s.is_plain else s for s in scenarios]
+
+
+def program_exit_code(session: Session) -> int | None:
+    """A program run alone that failed by its own exit code (pytest's 1 for failed tests): that code.
+    None when lifeguard's own exit code applies (a crash, a hang, corruption, processes left behind)."""
+    if session.interrupted or len(session.results) != 1 or len(session.scenarios) != 1:
+        return None
+    result = session.results[0]
+    return result.exit_code if exited_on_its_own(result) else None
 
 
 class List(Selecting):
@@ -200,7 +237,12 @@ class Build(Selecting):
             print("no selected scenario uses a fixture")
             return EXIT_OK
         series = series_of(scenarios, PlanOptions(repeat=1, variants=self.variants(args)))
-        for (name, variant), built in sorted(build_all(series, interpreter, force=args.force).items()):
+
+        def compiling(fixture: str, variant: str) -> None:
+            print(f"compiling fixture {fixture} ({variant})...", flush=True)
+
+        for (name, variant), built in sorted(build_all(series, interpreter, force=args.force,
+                                                       on_compile=compiling).items()):
             state = "cached" if built.cached else "built"
             print(f"{name}[{variant}] {state}: {built.module_path}")
         return EXIT_OK
@@ -213,6 +255,8 @@ class Doctor(Command):
     python_help = "interpreter to check (default: this one)"
 
     def run(self, args: argparse.Namespace) -> int:
+        from lifeguard.cli.doctor import run_checks  # capture back ends and their probes: only when asked
+
         interpreter = resolve(args.python)
         print(f"lifeguard {__version__}, Python {interpreter.version_text} ({interpreter.executable})")
         checks = run_checks(interpreter)
@@ -280,7 +324,7 @@ class Probe(Command):
                 shutil.rmtree(folder, ignore_errors=True)
         missing = None if session.interrupted else module_missing(session, args.module)
         if missing:
-            print(f"lifeguard: error: cannot import {args.module} in the child: {missing}", file=sys.stderr)
+            print(f"lifeguard: error: cannot import {args.module} in the child: {visible(missing)}", file=sys.stderr)
             print("lifeguard: put its folder on the import path with --path DIR, or pick the interpreter "
                   "it is installed in with --python", file=sys.stderr)
             return EXIT_USAGE

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 import traceback
@@ -19,10 +20,27 @@ def build_parser() -> Parser:
     parser.add_argument("--version", action="version", version=f"lifeguard {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for command in COMMANDS:
-        sub = subparsers.add_parser(command.name, help=command.help(), description=command.description())
+        sub = subparsers.add_parser(command.name, help=command.help(), description=command.description(),
+                                    usage=command.usage)
         command.add_arguments(sub)
         sub.set_defaults(handler=command)
+        parser.subcommands[command.name] = sub
     return parser
+
+
+def parse(parser: Parser, argv: list[str]) -> argparse.Namespace:
+    """argparse, after the subcommand has split off a plain target and its words (``run script.py ARGS``):
+    argparse would take them for lifeguard's own."""
+    position = next((i for i, word in enumerate(argv) if not word.startswith("-")), None)
+    plain = None
+    if position is not None and argv[position] in parser.subcommands:
+        sub = parser.subcommands[argv[position]]
+        command = next(c for c in COMMANDS if c.name == argv[position])
+        own, plain = command.split(sub, argv[position + 1:])
+        argv = [*argv[:position + 1], *own]
+    args = parser.parse_args(argv)
+    args.plain = plain
+    return args
 
 
 # Signals that end a session like Ctrl-C: every child killed, what finished written. The exit code
@@ -48,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(parser: Parser, argv: Sequence[str] | None) -> int:
     try:
-        args = parser.parse_args(argv)
+        args = parse(parser, list(sys.argv[1:] if argv is None else argv))
         if args.command is None:
             parser.print_help()
             return EXIT_USAGE

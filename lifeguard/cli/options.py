@@ -11,6 +11,7 @@ from typing import Any, NoReturn, TypeVar
 from lifeguard.errors import ArgumentError, LifeguardError
 from lifeguard.model.outcomes import Expectation
 from lifeguard.model.validate import positive_count, positive_seconds, seed
+from lifeguard.plan.discover import PlainTarget
 from lifeguard.plan.perturbations import parse_perturbations
 
 T = TypeVar("T")
@@ -65,5 +66,84 @@ def default_jobs() -> int:
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and exit 2, with no traceback."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.subcommands: dict[str, argparse.ArgumentParser] = {}  # name -> its parser (the top level's)
+
     def error(self, message: str) -> NoReturn:
         raise ArgumentError(f"{self.prog}: {message}")
+
+
+# The words that start a plain target other than a script: what follows them belongs to the target.
+MODULE_FLAG, CODE_FLAG, COMMAND_MARK = "-m", "-c", "--"
+
+
+def _takes_value(action: argparse.Action) -> bool:
+    return action.nargs != 0
+
+
+def _long_option(parser: argparse.ArgumentParser, word: str) -> argparse.Action | None:
+    """The action of ``--name`` (or of a unique prefix of one, as argparse allows)."""
+    actions = parser._option_string_actions
+    if word in actions:
+        return actions[word]
+    matches = {actions[o] for o in actions if o.startswith("--") and o.startswith(word)}
+    return matches.pop() if len(matches) == 1 else None
+
+
+def _value(argv: list[str], index: int, flag: str) -> str:
+    if index >= len(argv):
+        raise ArgumentError(f"{flag} needs a value")
+    return argv[index]
+
+
+def split_plain_target(parser: argparse.ArgumentParser, argv: list[str],
+                       is_plain_script: Callable[[str], bool]) -> tuple[list[str], PlainTarget | None]:
+    """Split ``lifeguard run``'s words as Python splits its own command line: lifeguard's options and
+    scenario targets, then a plain target (``script.py``, ``-m MODULE``, ``-c CODE`` or ``-- COMMAND``) and
+    every word after it, which are the target's own, even those that look like lifeguard's options."""
+    own: list[str] = []
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        if word == COMMAND_MARK:
+            rest = argv[index + 1:]
+            if not rest:
+                raise ArgumentError("-- must be followed by a command: lifeguard run [OPTIONS] -- COMMAND [ARGS...]")
+            return own, PlainTarget("command", rest[0], tuple(rest[1:]))
+        if word.startswith("--"):
+            action = _long_option(parser, word.partition("=")[0])
+            own.append(word)
+            if action is not None and _takes_value(action) and "=" not in word:
+                own.append(_value(argv, index + 1, word))
+                index += 1
+            index += 1
+            continue
+        if word.startswith("-") and len(word) > 1:
+            # A cluster of short options (-vq, -j2, -kEXPR, -cCODE): each letter up to one that takes a value.
+            for position in range(1, len(word)):
+                flag = "-" + word[position]
+                attached = word[position + 1:]
+                if flag in (MODULE_FLAG, CODE_FLAG):
+                    if position > 1:
+                        own.append(word[:position])
+                    value = attached or _value(argv, index + 1, flag)
+                    rest = argv[index + (1 if attached else 2):]
+                    return own, PlainTarget("module" if flag == MODULE_FLAG else "code", value, tuple(rest))
+                action = parser._option_string_actions.get(flag)
+                if action is not None and _takes_value(action):
+                    if attached:
+                        own.append(word)
+                    else:
+                        own += [word, _value(argv, index + 1, flag)]
+                        index += 1
+                    break
+            else:
+                own.append(word)
+            index += 1
+            continue
+        if is_plain_script(word):
+            return own, PlainTarget("script", word, tuple(argv[index + 1:]))
+        own.append(word)
+        index += 1
+    return own, None

@@ -1,24 +1,34 @@
 """One session builder for every front end: ``lifeguard run``, ``lifeguard probe`` and the pytest plugin.
 
-It wires what the engine gets handed (sinks, native capture hooks, diagnosis), so no front end builds
-an engine by hand, and turns the session into the exit code DESIGN.md promises.
+It wires what the engine gets handed (sinks, live output, native capture hooks, diagnosis), so no front end
+builds an engine by hand, and turns the session into the exit code DESIGN.md promises.
+
+Diagnosis and native capture are imported when a run first needs them (a failure, a hang): a session whose
+runs all pass never loads them, which keeps ``lifeguard run`` around a short program cheap.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lifeguard.capture.native import native_capture_hooks
-from lifeguard.diagnose.explain import explain
 from lifeguard.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNEXPECTED
 from lifeguard.interpreter import Interpreter
-from lifeguard.model.result import Session
+from lifeguard.model.result import RunResult, Session
+from lifeguard.model.run import RunSpec
 from lifeguard.model.scenario import Scenario
 from lifeguard.plan.scheduler import PlanOptions
+from lifeguard.report.live import TerminalEcho
 from lifeguard.report.sinks import sinks_for
+from lifeguard.report.terminal import TerminalSink
 from lifeguard.run.engine import Engine
+from lifeguard.run.supervise import CaptureHook, HangContext
+
+if TYPE_CHECKING:
+    from lifeguard.model.stacks import ProcessStacks
 
 
 @dataclass(frozen=True)
@@ -32,16 +42,43 @@ class SessionSetup:
     report_dir: Path | None = None  # results.jsonl, report.json, junit.xml, report.html
     runs_dir: Path | None = None  # failed runs' folders; default REPORT/runs, else a temporary folder
     native: bool = True  # gdb on hangs, cores on crashes (when gdb is installed)
+    quiet: bool = False  # results only: no header, progress, compile lines or live output
+    live_prefix: bool = False  # several plain runs: each live line starts with its run's name
+
+
+@functools.cache
+def _hang_hooks() -> tuple[CaptureHook, ...]:
+    from lifeguard.capture.native import native_capture_hooks
+
+    return native_capture_hooks()
+
+
+def capture_hang(context: HangContext) -> list[ProcessStacks]:
+    """The native capture hooks, looked up (which back ends are installed) at the first hang."""
+    stacks: list[ProcessStacks] = []
+    for hook in _hang_hooks():
+        stacks.extend(hook(context))
+    return stacks
+
+
+def explain_failure(spec: RunSpec, result: RunResult) -> RunResult:
+    from lifeguard.diagnose.explain import explain
+
+    return explain(spec, result)
 
 
 def run_session(scenarios: Sequence[Scenario], options: PlanOptions, setup: SessionSetup) -> Session:
     """Plan, run, diagnose and report ``scenarios``; Ctrl-C ends it early with ``interrupted`` set."""
     report_dir = setup.report_dir.resolve() if setup.report_dir is not None else None  # children run elsewhere
     runs_dir = setup.runs_dir or (report_dir / "runs" if report_dir is not None else None)
-    engine = Engine(setup.interpreter, jobs=setup.jobs,
-                    sinks=sinks_for(terminal=setup.terminal, verbose=setup.verbose, report_dir=report_dir),
-                    capture_hooks=native_capture_hooks() if setup.native else (), explain=explain,
-                    runs_dir=runs_dir)
+    live = setup.terminal and not setup.quiet and any(s.is_plain for s in scenarios)
+    sinks = sinks_for(terminal=setup.terminal, verbose=setup.verbose, report_dir=report_dir, quiet=setup.quiet,
+                      live=live)
+    terminal = next((s for s in sinks if isinstance(s, TerminalSink)), None)
+    engine = Engine(setup.interpreter, jobs=setup.jobs, sinks=sinks,
+                    capture_hooks=(capture_hang,) if setup.native else (), explain=explain_failure,
+                    runs_dir=runs_dir, live=TerminalEcho(prefix=setup.live_prefix) if live else None,
+                    on_compile=terminal.compiling if terminal is not None else None)
     return engine.run(list(scenarios), options)
 
 

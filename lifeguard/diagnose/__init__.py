@@ -12,6 +12,7 @@ from collections.abc import Callable
 from lifeguard.diagnose.evidence import Evidence
 from lifeguard.diagnose.rules.busy_loop import check as busy_loop
 from lifeguard.diagnose.rules.daemon_thread import check as daemon_thread
+from lifeguard.diagnose.rules.exit_waits_for_thread import check as exit_waits_for_thread
 from lifeguard.diagnose.rules.fork_deadlock import check as fork_deadlock
 from lifeguard.diagnose.rules.fork_runtime import check as fork_runtime
 from lifeguard.diagnose.rules.generic import check as generic
@@ -31,7 +32,7 @@ Rule = Callable[[Evidence], list[Finding]]
 # Specific rules first; each says nothing unless its own pattern is in the evidence.
 RULES: tuple[Rule, ...] = (
     static_destructor, daemon_thread, refcount_underflow, wrong_thread_destroy, thread_at_exit,
-    fork_runtime, fork_deadlock, gil_deadlock, gil_held_blocking, stopped, busy_loop,
+    fork_runtime, fork_deadlock, gil_deadlock, gil_held_blocking, exit_waits_for_thread, stopped, busy_loop,
     wrong_thread_gc, unregistered_thread,
 )
 FALLBACK_RULES: tuple[Rule, ...] = (generic,)

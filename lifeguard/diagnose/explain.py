@@ -11,13 +11,14 @@ from pathlib import Path
 
 from lifeguard.capture.cores import core_setup, find_cores
 from lifeguard.capture.native import analyse_crash_cores, gdb_missing_note, merge_python_stacks, replay_under_gdb
-from lifeguard.child.protocol import FORKED, STDERR_FILE
+from lifeguard.child.protocol import CORES_ON, FORKED, STDERR_FILE
 from lifeguard.diagnose import diagnose
 from lifeguard.diagnose.messages import scan_file
 from lifeguard.diagnose.view import stacks_view
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Finding, RunResult
-from lifeguard.model.run import BacktraceMethod, RunSpec
+from lifeguard.model.run import BacktraceMethod, RunKind, RunSpec
+from lifeguard.run.classify import phase_of
 
 
 def explain(spec: RunSpec, result: RunResult) -> RunResult:
@@ -35,9 +36,13 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
         replay = spec.backtrace is BacktraceMethod.REPLAY
         if not replay and not cores:
             setup = core_setup()
+            # A wrapped program (-m, a command: a whole CI step) is not run a second time behind the user's back.
+            rerun = spec.kind not in (RunKind.MODULE, RunKind.COMMAND)
             if not setup.usable:
-                notes.append(setup.note + " Falling back to a replay under gdb.")
-                replay = result.outcome is Outcome.CRASHED
+                notes.append(setup.note + (" Falling back to a replay under gdb." if rerun else ""))
+                replay = rerun and result.outcome is Outcome.CRASHED
+            elif spec.workdir and result.outcome is Outcome.CRASHED:
+                notes.append(no_core_note(result))
         try:
             if replay:
                 processes, problems = replay_under_gdb(spec)
@@ -63,6 +68,11 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
             child = crashed[0]
             outcome = Outcome.CRASHED
             reason = f"forked child {child.pid} was killed by {child.signal}" + (f"; {reason}" if reason else "")
+    elif spec.kind is RunKind.COMMAND and result.outcome is Outcome.CRASHED and len(crashed) == 1:
+        # A command's crash is the crashed process's: its own events say where in its life it was.
+        pid = crashed[0].pid
+        if any(e.pid == pid for e in result.events):
+            phase = phase_of(list(result.events), pid)
     messages = scan_file(spec.run_dir / STDERR_FILE)
     result = replace(result, outcome=outcome, phase=phase, reason=reason, backtraces=tuple(backtraces),
                      notes=tuple(notes), stderr_messages=messages)
@@ -72,6 +82,17 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
         findings = (Finding("internal", f"diagnosis failed: {exc!r}", ""),)
     result = replace(result, findings=findings)
     return replace(result, evidence={**result.evidence, **write_artifacts(result)})
+
+
+def no_core_note(result: RunResult) -> str:
+    """Why a plain target's crash left no core, and what gives its native stacks."""
+    turned_on = [e for e in result.events if e.name == CORES_ON]
+    if turned_on:
+        return ("no core file: the crashed process had turned core dumps on in the run folder, but the kernel "
+                "wrote none (a hard RLIMIT_CORE of 0, or the core was too large)")
+    return ("no core file: a plain target works in your folder, where no core may be written, so core dumps "
+            "are off until it starts finalizing (then it moves into the run folder): this crash came before "
+            "that. Native stacks of it: rerun with --backtrace replay")
 
 
 def write_artifacts(result: RunResult) -> dict[str, str]:

@@ -8,14 +8,16 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome, Phase, Verdict
 from lifeguard.model.run import StartMode
 from lifeguard.model.scenario import Scenario
-from lifeguard.model.stacks import ProcessStacks
 from lifeguard.model.stats import SeriesStats
+
+if TYPE_CHECKING:  # a passing session never reads a stack: model.stacks is imported when one is
+    from lifeguard.model.stacks import ProcessStacks
 
 
 def signal_name(signum: int | None) -> str | None:
@@ -215,7 +217,7 @@ class RunResult:
             phase=Phase(data["phase"]) if data.get("phase") else None,
             corruption=tuple(Corruption.from_dict(c) for c in data.get("corruption", ())),
             leftover_processes=tuple(Leftover.from_dict(p) for p in data.get("leftover_processes", ())),
-            backtraces=tuple(ProcessStacks.from_dict(p) for p in data.get("backtraces", ())),
+            backtraces=_stacks_from(data.get("backtraces", ())),
             findings=tuple(Finding.from_dict(f) for f in data.get("findings", ())),
             events=tuple(Event.from_dict(e) for e in data.get("events", ())),
             notes=tuple(data.get("notes", ())),
@@ -224,6 +226,12 @@ class RunResult:
             stderr_messages=tuple(StderrLine.from_dict(line) for line in data.get("stderr_messages", ())),
         )
         return cls(**known)
+
+
+def _stacks_from(items: Any) -> tuple[ProcessStacks, ...]:
+    from lifeguard.model.stacks import ProcessStacks
+
+    return tuple(ProcessStacks.from_dict(p) for p in items)
 
 
 @dataclass(frozen=True)
@@ -261,6 +269,7 @@ class Session:
     results: list[RunResult] = field(default_factory=list)
     summaries: list[SeriesSummary] = field(default_factory=list)
     interrupted: bool = False
+    stopped: bool = False  # -x: stopped at the first unexpected verdict (later runs not started)
     started: float = field(default_factory=time.time)
     duration: float = 0.0
     runs_dir: Path | None = None

@@ -40,6 +40,8 @@ class RunKind(Choice):
     FUNCTION = "function"  # a function in a scenario file
     SCRIPT = "script"  # a plain script
     CODE = "code"  # -c CODE
+    MODULE = "module"  # -m MODULE
+    COMMAND = "command"  # -- COMMAND: any executable, its Python descendants attached through the environment
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,9 @@ class RunSpec:
     expected: str
     fixture: str | None = None
     fixture_dir: str | None = None
-    argv: tuple[str, ...] = ()
+    argv: tuple[str, ...] = ()  # plain targets: the program's sys.argv (a command: its argv)
+    module: str = ""  # -m MODULE
+    workdir: str = ""  # plain targets: the user's folder ("": the run's own folder)
     env: dict[str, str] = field(default_factory=dict)
     python_flags: tuple[str, ...] = ()
     # Native evidence for this run: a crashing child dumps core and gdb reads it,
@@ -71,6 +75,16 @@ class RunSpec:
     perturbations: tuple[str, ...] = ()
     mode: StartMode = StartMode.FRESH
     replay: str = ""  # the command that reruns this run (same seed and perturbations)
+
+    @property
+    def cwd(self) -> Path:
+        """Where the run's main process starts: the user's folder for plain targets, else the run's folder."""
+        return Path(self.workdir) if self.workdir else self.run_dir
+
+    @property
+    def plain(self) -> bool:
+        """A plain target (script, -c, -m, command): output shown live, the program's own exit code."""
+        return self.kind in (RunKind.SCRIPT, RunKind.CODE, RunKind.MODULE, RunKind.COMMAND)
 
 
 # The ways a run can start, as `--mode` names them.

@@ -6,7 +6,6 @@ so it stays free of heavy imports and of anything supervisor-specific.
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +19,9 @@ from lifeguard.model.validate import positive_count, positive_seconds
 VARIANTS = ("buggy", "fixed")
 DEFAULT_VARIANT = "default"
 DEFAULT_TIMEOUT = 30.0
+# What a plain target is: a script, ``-c`` code, ``-m`` module or any command, run as Python's own command
+# line (or the shell) would run it; everything else is a scenario declared with ``@scenario``.
+PLAIN_KINDS = ("script", "code", "module", "command")
 
 # Per-variant expectation: "crashed@exit", or by Python version
 # {"<3.12": "crashed@exit", ">=3.12": "hung@exit"} (first matching key wins; "*" matches all).
@@ -42,7 +44,7 @@ class Scenario:
     repeat: Mapping[str, int]
     description: str = ""
     code: str | None = None  # source for `-c CODE` and plain scripts run as a whole
-    kind: str = "function"  # "function", "script" or "code"
+    kind: str = "function"  # "function", or one of PLAIN_KINDS: "script", "code", "module", "command"
     tags: tuple[str, ...] = field(default_factory=tuple)
     # The body needs no pristine interpreter: runs may be forked from a warm server.
     fork_server: bool = False
@@ -52,6 +54,15 @@ class Scenario:
     # Where the search for fixtures_native/<fixture>/ starts: "" for the scenario file's
     # folder. A generated scenario file (the pytest plugin's) points at the test's folder.
     fixture_near: str = ""
+    # Plain targets: the program's sys.argv as Python would give it (a command: its whole argv), the
+    # module of ``-m``, and the working directory ("": the run's own folder).
+    argv: tuple[str, ...] = ()
+    module: str = ""
+    workdir: str = ""
+
+    @property
+    def is_plain(self) -> bool:
+        return self.kind in PLAIN_KINDS
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -185,6 +196,8 @@ def scenario(
     """
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        import inspect  # only where scenarios are declared: the CLI's start-up does without it
+
         code = getattr(func, "__code__", None)
         path = code.co_filename if code else ""
         line = code.co_firstlineno if code else 0

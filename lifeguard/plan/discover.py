@@ -12,8 +12,11 @@ import ast
 import importlib.util
 import os
 import re
+import shlex
+import shutil
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 from lifeguard.build import bundled
@@ -88,16 +91,18 @@ def _line_in(path: Path, exc: BaseException) -> int:
     return 0
 
 
-def script_scenario(path: Path, timeout: float | None, argv: tuple[str, ...] = ()) -> Scenario:
-    path = path.resolve()
+def script_scenario(path: Path, timeout: float | None, argv: tuple[str, ...] = (), workdir: str = "") -> Scenario:
+    """A plain script; ``argv`` is its sys.argv (the path as typed first), ``workdir`` its working
+    directory ("" for its run folder)."""
+    resolved = path.resolve()
     return Scenario(
-        name=path.stem, function="", path=str(path), line=1, fixture=None,
+        name=resolved.stem, function="", path=str(resolved), line=1, fixture=None,
         expect={DEFAULT_VARIANT: "passed"}, timeout=timeout or DEFAULT_TIMEOUT, repeat={"*": 1},
-        description=f"plain script {path.name}", kind="script",
+        description=f"plain script {resolved.name}", kind="script", argv=tuple(argv), workdir=workdir,
     )
 
 
-def code_scenario(code: str, timeout: float | None) -> Scenario:
+def code_scenario(code: str, timeout: float | None, args: tuple[str, ...] = (), workdir: str = "") -> Scenario:
     try:
         compile(code, "<string>", "exec")
     except SyntaxError as exc:
@@ -105,7 +110,67 @@ def code_scenario(code: str, timeout: float | None) -> Scenario:
     return Scenario(
         name="code", function="", path="", line=0, fixture=None, expect={DEFAULT_VARIANT: "passed"},
         timeout=timeout or DEFAULT_TIMEOUT, repeat={"*": 1}, description="-c code", code=code, kind="code",
+        argv=("-c", *args), workdir=workdir,
     )
+
+
+def module_scenario(module: str, timeout: float | None, args: tuple[str, ...] = (), workdir: str = "") -> Scenario:
+    if not module or not all(part.isidentifier() for part in module.split(".")):
+        raise UsageError(f"-m {module!r}: not a module name")
+    return Scenario(
+        name=module, function="", path="", line=0, fixture=None, expect={DEFAULT_VARIANT: "passed"},
+        timeout=timeout or DEFAULT_TIMEOUT, repeat={"*": 1}, description=f"-m {module}", kind="module",
+        argv=("-m", *args), module=module, workdir=workdir,
+    )
+
+
+def command_scenario(argv: tuple[str, ...], timeout: float | None, workdir: str = "") -> Scenario:
+    """Any executable: a shell script that starts Python, a console script such as ``pytest``."""
+    if not argv:
+        raise UsageError("--: no command after it (lifeguard run [OPTIONS] -- COMMAND [ARGS...])")
+    program = argv[0]
+    found = program if os.sep in program else shutil.which(program)
+    if found is None or not os.path.isfile(os.path.join(workdir, found)):
+        raise UsageError(f"-- {program}: command not found")
+    if not os.access(os.path.join(workdir, found), os.X_OK):
+        raise UsageError(f"-- {program}: not executable (run it through its interpreter: -- sh {program})")
+    return Scenario(
+        name=os.path.basename(program), function="", path=found, line=0, fixture=None,
+        expect={DEFAULT_VARIANT: "passed"}, timeout=timeout or DEFAULT_TIMEOUT, repeat={"*": 1},
+        description=f"command {shlex.join(argv)}", kind="command", argv=tuple(argv), workdir=workdir,
+    )
+
+
+@dataclass(frozen=True)
+class PlainTarget:
+    """A plain target as the command line gives it, Python's way: ``script.py ARGS``, ``-m MODULE ARGS``,
+    ``-c CODE ARGS`` or ``-- COMMAND ARGS`` (everything after the target is the target's)."""
+
+    kind: str  # "script", "module", "code" or "command"
+    value: str  # the script as typed, the module, the code; a command's program
+    args: tuple[str, ...] = ()
+
+    def scenario(self, timeout: float | None, workdir: str) -> Scenario:
+        if self.kind == "script":
+            path = Path(workdir, self.value) if workdir else Path(self.value)
+            return script_scenario(path, timeout, (self.value, *self.args), workdir)
+        if self.kind == "module":
+            return module_scenario(self.value, timeout, self.args, workdir)
+        if self.kind == "code":
+            return code_scenario(self.value, timeout, self.args, workdir)
+        return command_scenario((self.value, *self.args), timeout, workdir)
+
+
+def is_plain_script(target: str) -> bool:
+    """A target that is a Python file declaring no scenario (read, not run): a plain script, which takes
+    every word after it as its arguments. A file that cannot be parsed is left to discover() to report."""
+    path = Path(target)
+    if "::" in target or path.suffix != ".py" or not path.is_file():
+        return False
+    try:
+        return not declares_scenarios(path)
+    except ConfigurationError:
+        return False
 
 
 def scenarios_in(target: Path) -> list[Scenario]:
@@ -123,12 +188,16 @@ def scenarios_in(target: Path) -> list[Scenario]:
     return [script_scenario(target, None)]
 
 
-def discover(targets: list[str], *, code: str | None = None, timeout: float | None = None) -> list[Scenario]:
-    """Resolve command-line targets: files, folders, ``file.py::name`` or bundled names."""
+def discover(targets: list[str], *, code: str | None = None, timeout: float | None = None,
+             plain: PlainTarget | None = None, workdir: str = "") -> list[Scenario]:
+    """Resolve command-line targets: files, folders, ``file.py::name`` or bundled names, then the plain
+    target that ends the command line, if any (run in ``workdir``)."""
     if code is not None:
         if targets:
             raise UsageError("-c CODE takes no other targets")
-        return [code_scenario(code, timeout)]
+        return [code_scenario(code, timeout, workdir=workdir)]
+    if plain is not None:
+        return [*(discover(targets, timeout=timeout) if targets else []), plain.scenario(timeout, workdir)]
     if not targets:
         folder = bundled_scenarios_dir()
         if not folder.is_dir():
@@ -141,7 +210,7 @@ def discover(targets: list[str], *, code: str | None = None, timeout: float | No
         path = Path(file_part)
         if path.exists():
             if path.is_file() and path.suffix != ".py":
-                raise UsageError(f"{target}: not a Python file")
+                raise UsageError(f"{target}: not a Python file (an executable runs as: lifeguard run -- {target})")
             items = scenarios_in(path)
             if wanted:
                 items = [s for s in items if s.name == wanted]

@@ -8,7 +8,6 @@ Series are interleaved (run 0 of every series first) so an early failure shows e
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import re
@@ -16,14 +15,14 @@ import shlex
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lifeguard.build import BuiltFixture, build_fixture
 from lifeguard.errors import UsageError
 from lifeguard.interpreter import Interpreter
-from lifeguard.model.outcomes import Outcome, Phase
+from lifeguard.model.outcomes import Outcome, Phase, Verdict
 from lifeguard.model.result import RunResult
 from lifeguard.model.run import BacktraceMethod, RunKind, RunSpec, StartMode
 from lifeguard.model.scenario import Scenario
@@ -50,6 +49,7 @@ class PlanOptions:
     base_seed: int | None = None  # derive every run's seed from this (random when None)
     perturbations: tuple[str, ...] = ()
     mode: str = "auto"  # "auto", "fresh" or "fork-server"
+    exitfirst: bool = False  # -x: stop starting runs at the first unexpected verdict
 
 
 def _safe(text: str) -> str:
@@ -57,8 +57,9 @@ def _safe(text: str) -> str:
 
 
 def run_seed(base_seed: int, scenario: str, variant: str, index: int) -> int:
-    digest = hashlib.sha256(f"{base_seed}:{scenario}:{variant}:{index}".encode()).digest()
-    return int.from_bytes(digest[:4], "little")
+    """A run's seed, stable for its base seed and place in the plan (random's string seeding hashes the
+    text with SHA-512: the same on every Python version, and no OpenSSL to load at start-up)."""
+    return random.Random(f"{base_seed}:{scenario}:{variant}:{index}").getrandbits(32)
 
 
 def series_of(scenarios: Sequence[Scenario], options: PlanOptions) -> list[tuple[Scenario, str, int]]:
@@ -85,14 +86,15 @@ def series_of(scenarios: Sequence[Scenario], options: PlanOptions) -> list[tuple
     return series
 
 
-def build_all(series: list[tuple[Scenario, str, int]], interp: Interpreter,
-              force: bool = False) -> dict[tuple[str, str], BuiltFixture]:
-    """Build each fixture variant once before any run starts (compiler errors surface early)."""
+def build_all(series: list[tuple[Scenario, str, int]], interp: Interpreter, force: bool = False,
+              on_compile: Callable[[str, str], None] | None = None) -> dict[tuple[str, str], BuiltFixture]:
+    """Build each fixture variant once before any run starts (compiler errors surface early);
+    ``on_compile(fixture, variant)`` is told before each build that is not cached."""
     built: dict[tuple[str, str], BuiltFixture] = {}
     for item, variant, _ in series:
         if item.fixture and (item.fixture, variant) not in built:
-            built[(item.fixture, variant)] = build_fixture(item.fixture, variant, interp,
-                                                           near=item.fixture_search_start, force=force)
+            built[(item.fixture, variant)] = build_fixture(
+                item.fixture, variant, interp, near=item.fixture_search_start, force=force, on_compile=on_compile)
     return built
 
 
@@ -105,8 +107,8 @@ def exit_mode_for(item: Scenario, interp: Interpreter, mode: str,
     interpreter under "auto", full finalization when the fork-server is forced.
     A fork-server child that skipped finalization would pass such a scenario falsely.
     """
-    if mode == "fresh" or (mode == "auto" and not item.fork_server):
-        return StartMode.FRESH
+    if mode == "fresh" or (mode == "auto" and not item.fork_server) or item.kind == "command":
+        return StartMode.FRESH  # a command is an executable of its own: nothing to fork it from
     if any(p in START_PERTURBATIONS for p in perturbations):
         return StartMode.FRESH  # -X dev and PYTHONMALLOC act at interpreter start, which a fork skips
     exit_bound = any(item.expectation(v, interp.short_version).phase is Phase.EXIT for v in item.variants)
@@ -117,28 +119,37 @@ def exit_mode_for(item: Scenario, interp: Interpreter, mode: str,
     return StartMode.FORK_FAST
 
 
+def target_words(item: Scenario) -> list[str]:
+    """How ``lifeguard run`` names a scenario's target on its command line, last (a plain target's
+    arguments follow it)."""
+    if item.kind == "code":
+        return ["-c", item.code or "", *item.argv[1:]]
+    if item.kind == "module":
+        return ["-m", item.module, *item.argv[1:]]
+    if item.kind == "command":
+        return ["--", *item.argv]
+    if item.kind == "script":
+        return [*item.argv] if item.argv else [item.path]
+    return [f"{item.path}::{item.name}"]
+
+
 def replay_command(item: Scenario, variant: str, seed: int, perturbations: tuple[str, ...], *,
                    timeout: float | None = None, python: str | None = None) -> str:
     """The command that reruns one run with the same seed and perturbations, ready to paste: the real
-    code or target, and the ``--timeout`` and ``--python`` the session was given."""
+    code or target, and the ``--timeout`` and ``--python`` the session was given. The options come first:
+    whatever follows a plain target is its own."""
     if item.replay is not None:
         return item.replay.replace("{seed}", str(seed))
-    if item.kind == "code":
-        target = f"-c {shlex.quote(item.code or '')}"
-    elif item.kind == "script":
-        target = shlex.quote(item.path)
-    else:
-        target = shlex.quote(f"{item.path}::{item.name}")
-    command = f"lifeguard run {target} --seed {seed}"
+    words = ["lifeguard", "run", "--seed", str(seed)]
     if item.fixture:
-        command += f" --variant {variant}"
+        words += ["--variant", variant]
     if perturbations:
-        command += f" --perturb {','.join(perturbations)}"
+        words += ["--perturb", ",".join(perturbations)]
     if timeout is not None:
-        command += f" --timeout {timeout:g}"
+        words += ["--timeout", f"{timeout:g}"]
     if python is not None:
-        command += f" --python {shlex.quote(python)}"
-    return command
+        words += ["--python", python]
+    return shlex.join(words + target_words(item))
 
 
 @dataclass
@@ -194,6 +205,26 @@ class Scheduler:
             native = chosen.failures < NATIVE_EVIDENCE_PER_SERIES
         return self.make_spec(chosen.scenario, chosen.variant, index, native=native)
 
+    def stop(self) -> None:
+        """No new run starts (-x, or lifeguard's own error); runs already under way finish."""
+        with self._lock:
+            for state in self._state:
+                state.stopped = True
+
+    def settled_unexpected(self, result: RunResult, results: Sequence[RunResult]) -> bool:
+        """Does ``result`` make its series' verdict unexpected, whatever its other runs do? (a run its
+        expectation cannot accept, or the last run of a "sometimes:" series that never hit)"""
+        for state in self._state:
+            if state.scenario.name != result.scenario or state.variant != result.variant:
+                continue
+            expectation = state.scenario.expectation(state.variant, self.interpreter.short_version)
+            if not expectation.accepts(result.outcome, result.phase):
+                return True
+            mine = [(r.outcome, r.phase) for r in results if (r.scenario, r.variant) == (result.scenario,
+                                                                                         result.variant)]
+            return 0 < state.cap <= len(mine) and expectation.judge(mine) is Verdict.UNEXPECTED
+        return False
+
     def record(self, result: RunResult) -> None:
         if result.outcome is Outcome.PASSED:
             return
@@ -223,5 +254,5 @@ class Scheduler:
             backtrace=BacktraceMethod(self.options.backtrace),
             seed=seed, perturbations=tuple(self.options.perturbations), python_flags=flags, env=env,
             mode=exit_mode_for(item, interp, self.options.mode, self.options.perturbations),
-            replay=replay,
+            replay=replay, argv=item.argv, module=item.module, workdir=item.workdir,
         )

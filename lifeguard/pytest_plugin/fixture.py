@@ -84,18 +84,8 @@ class LifeguardFixture:
         if not script.is_file():
             raise MarkerError(f"run_script: no such file {script}")
         seconds, runs = self._limits(timeout, repeat, "run_script")
-        if not argv:
-            return self._run("script", lambda _: [replace(script_scenario(script, seconds), repeat={"*": runs})])
-        # The engine's script runs take no arguments: run the script from code that sets sys.argv.
-        code = (f"import runpy, sys\nsys.argv = {[str(script), *map(str, argv)]!r}\n"
-                f"sys.path.insert(0, {str(script.parent)!r})\nrunpy.run_path({str(script)!r}, run_name='__main__')\n")
-
-        def make(_: Path) -> list[Scenario]:
-
-            scenario = code_scenario(code, seconds)
-            return [replace(scenario, name=script.stem, description=f"script {script.name}", repeat={"*": runs})]
-
-        return self._run("script", make)
+        scenario = script_scenario(script, seconds, argv=(str(script), *map(str, argv)))
+        return self._run("script", lambda _: [replace(scenario, repeat={"*": runs})])
 
     def run_function(self, func: Callable[..., Any], *args: Any, fixture: str | None = None,
                      variant: str | Sequence[str] | None = None, timeout: float | None = None,

@@ -1,4 +1,6 @@
-"""junit.xml: one testcase per scenario x variant; a failure carries the evidence of its first unexpected run."""
+"""junit.xml: one testcase per scenario x variant; a failure carries the evidence of its first unexpected run.
+
+A child's control characters are shown as ``\\x1b``... (report.text.visible): XML 1.0 cannot carry them."""
 
 from __future__ import annotations
 
@@ -6,14 +8,16 @@ import xml.etree.ElementTree as ET
 
 from lifeguard.model.outcomes import Outcome, Verdict
 from lifeguard.model.result import Session
-from lifeguard.report.text import evidence_text, series_runs
+from lifeguard.report.text import evidence_text, series_runs, visible
 
 
 def junit_xml(session: Session) -> str:
     """One testcase per scenario x variant; a failure carries the evidence."""
+    not_run = [s for s in session.summaries if session.stopped and not s.runs]  # -x stopped before them
     suite = ET.Element("testsuite", name="lifeguard", tests=str(len(session.summaries)),
-                       failures=str(sum(s.verdict is Verdict.UNEXPECTED for s in session.summaries)),
-                       time=f"{session.duration:.3f}")
+                       failures=str(sum(s.verdict is Verdict.UNEXPECTED and s not in not_run
+                                        for s in session.summaries)),
+                       skipped=str(len(not_run)), time=f"{session.duration:.3f}")
     for summary in session.summaries:
         runs = series_runs(session, summary)
         case = ET.SubElement(suite, "testcase", classname=f"lifeguard.{summary.scenario}",
@@ -25,14 +29,16 @@ def junit_xml(session: Session) -> str:
                            *((f"count.{o}", str(n)) for o, n in summary.counts.items()),
                            *((f"stats.{k}", str(v)) for k, v in stats.items() if v is not None)):
             ET.SubElement(props, "property", name=key, value=value)
-        if summary.verdict is Verdict.UNEXPECTED:
+        if summary in not_run:
+            ET.SubElement(case, "skipped", message="not run: stopped at the first unexpected verdict (-x)")
+        elif summary.verdict is Verdict.UNEXPECTED:
             counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
             failure = ET.SubElement(case, "failure", message=f"expected {summary.expected}, got {counts}")
             if runs and summary.first_unexpected is not None:
-                failure.text = evidence_text(runs[summary.first_unexpected])
+                failure.text = visible(evidence_text(runs[summary.first_unexpected]))
         elif any(r.outcome is not Outcome.PASSED for r in runs):
-            ET.SubElement(case, "system-out").text = evidence_text(
-                next(r for r in runs if r.outcome is not Outcome.PASSED))
+            ET.SubElement(case, "system-out").text = visible(evidence_text(
+                next(r for r in runs if r.outcome is not Outcome.PASSED)))
     if session.interrupted:
         # An interrupted session proves nothing: a CI page must not show it green.
         suite.set("errors", "1")

@@ -6,17 +6,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lifeguard.report.files import ReportDirSink
 from lifeguard.report.terminal import TerminalSink
 from lifeguard.run.engine import Sink
 
 
-def sinks_for(*, terminal: bool, verbose: bool = False, report_dir: Path | None = None) -> list[Sink]:
+def sinks_for(*, terminal: bool, verbose: bool = False, report_dir: Path | None = None, quiet: bool = False,
+              live: bool = False) -> list[Sink]:
     """The terminal (unless ``terminal`` is false) and the report folder (when given, created here)."""
     sinks: list[Sink] = []
     if terminal:
-        sinks.append(TerminalSink(verbose=verbose))
+        sinks.append(TerminalSink(verbose=verbose, quiet=quiet, live=live))
     if report_dir is not None:
+        from lifeguard.report.files import ReportDirSink  # json, the html and junit writers: only when asked
+
         report_dir.mkdir(parents=True, exist_ok=True)
         sinks.append(ReportDirSink(report_dir))
     return sinks

@@ -1,4 +1,8 @@
-"""The terminal sink: progress while runs finish, then one line per series and the evidence of what was unexpected."""
+"""The terminal sink: progress while runs finish, then one line per series and the evidence of what was unexpected.
+
+Everything that comes from a child (a reason, a stderr tail, a library message) is made visible first
+(report.text.visible): a child's escape sequences never act on the terminal.
+"""
 
 from __future__ import annotations
 
@@ -10,33 +14,56 @@ from typing import TextIO
 from lifeguard import __version__
 from lifeguard.model.outcomes import Outcome, Verdict
 from lifeguard.model.result import RunResult, Session
-from lifeguard.report.text import evidence_text, series_runs, summary_line
+from lifeguard.report.text import evidence_text, series_runs, summary_line, visible
 
 PLAIN_PROGRESS_INTERVAL = 10.0  # seconds between progress lines when not on a terminal
 
 
+def exited_on_its_own(result: RunResult) -> bool:
+    """A run that failed only by its own non-zero exit code: no signal, hang, corruption, leftover process
+    (for a wrapped command such as pytest, its own verdict, not a lifetime problem)."""
+    return (result.outcome is Outcome.FAILED and result.signal is None and not result.leftover_processes
+            and result.exit_code not in (None, 0))
+
 
 class TerminalSink:
-    """Progress while running, then one line per scenario x variant and the evidence of failures."""
+    """Progress while running, then one line per scenario x variant and the evidence of failures.
 
-    def __init__(self, stream: TextIO | None = None, verbose: bool = False) -> None:
+    ``quiet``: the results only (no header, no progress). ``live``: plain targets' output is being shown
+    as it comes (report.live), so no progress bar is drawn across it and their stdout/stderr tails are not
+    shown again.
+    """
+
+    def __init__(self, stream: TextIO | None = None, verbose: bool = False, *, quiet: bool = False,
+                 live: bool = False) -> None:
         self.stream = stream or sys.stdout
         self.verbose = verbose
+        self.quiet = quiet
+        self.live = live
         self.done = 0
         self.total: int | None = 0
         self.lock = threading.Lock()
         self.tty = self.stream.isatty()
+
+    def print(self, text: str = "", **kwargs: object) -> None:
+        print(visible(text), file=self.stream, flush=True, **kwargs)  # type: ignore[call-overload]
+
+    def compiling(self, fixture: str, variant: str) -> None:
+        """Before a fixture build that is not cached: seconds of compiler time, said while they pass."""
+        if not self.quiet:
+            self.print(f"compiling fixture {fixture} ({variant})...")
 
     def start(self, session: Session, total_runs: int | None) -> None:
         self.total = total_runs
         self.began = time.monotonic()
         self.last_line = self.began
         self.failures = 0
+        if self.quiet:
+            return
         interp = session.interpreter
         planned = f"{total_runs} runs" if total_runs is not None else "runs until failure or time"
-        print(f"lifeguard {__version__}: {planned} of {len(session.scenarios)} scenario(s) "
-              f"under Python {interp.version_text} ({interp.executable}), seed {session.base_seed}",
-              file=self.stream, flush=True)
+        self.print(f"lifeguard {__version__}: {planned} of {len(session.scenarios)} scenario(s) "
+                   f"under Python {interp.version_text} ({interp.executable}), seed {session.base_seed}")
 
     def result(self, result: RunResult) -> None:
         with self.lock:
@@ -44,42 +71,65 @@ class TerminalSink:
             if result.outcome is not Outcome.PASSED:
                 self.failures += 1
             if self.verbose:
-                print(f"  {result}", file=self.stream, flush=True)
+                self.print(f"  {result}")
+                return
+            if self.quiet:
                 return
             now = time.monotonic()
             elapsed = max(now - self.began, 1e-6)
             of = f"/{self.total}" if self.total else ""
             progress = (f"runs {self.done}{of}  failed {self.failures}  {self.done / elapsed:.1f} runs/s"
                         f"  {elapsed:.0f}s")
-            if self.tty:
+            if self.tty and not self.live:
                 bar = ""
                 if self.total:
                     filled = int(30 * self.done / self.total)
                     bar = "[" + "#" * filled + "." * (30 - filled) + "] "
-                print(f"\r  {bar}{progress}", end="", file=self.stream, flush=True)
-            elif now - self.last_line >= PLAIN_PROGRESS_INTERVAL:
+                self.stream.write("\r")
+                self.print(f"  {bar}{progress}", end="")
+            elif not self.tty and now - self.last_line >= PLAIN_PROGRESS_INTERVAL:
                 # Not a terminal (CI logs): a plain line now and then, no carriage returns.
                 self.last_line = now
-                print(f"  {progress}", file=self.stream, flush=True)
+                self.print(f"  {progress}")
 
     def finish(self, session: Session) -> None:
-        out = self.stream
-        if self.tty and not self.verbose:
-            print(file=out)
+        if self.tty and not self.verbose and not self.quiet and not self.live:
+            self.print()
+        plain = {s.name for s in session.scenarios if s.is_plain}
         for summary in session.summaries:
-            print(summary_line(summary), file=out)
+            if summary.runs == 0 and session.stopped:
+                self.print(f"skip {summary.scenario}[{summary.variant}]  not run: stopped at the first "
+                           "unexpected verdict (-x)")
+                continue
+            self.print(summary_line(summary))
+            runs = series_runs(session, summary)
             if summary.verdict is Verdict.EXPECTED:
                 # A failure that was expected (a buggy variant, a reproduction): say what explains it.
-                failed = next((r for r in series_runs(session, summary) if r.outcome is not Outcome.PASSED), None)
+                failed = next((r for r in runs if r.outcome is not Outcome.PASSED), None)
                 for finding in failed.findings if failed is not None else ():
-                    print(f"       finding {finding}", file=out)
+                    self.print(f"       finding {finding}")
         for summary in session.summaries:
-            if summary.verdict is Verdict.EXPECTED or summary.first_unexpected is None:
+            if summary.verdict is Verdict.EXPECTED or summary.first_unexpected is None or not summary.runs:
                 continue
             runs = series_runs(session, summary)
-            print(f"\n=== {summary.scenario}[{summary.variant}] expected {summary.expected} ===", file=out)
+            self.print(f"\n=== {summary.scenario}[{summary.variant}] expected {summary.expected} ===")
             if runs:
-                print(evidence_text(runs[summary.first_unexpected]), file=out)
-        bad = sum(1 for s in session.summaries if s.verdict is Verdict.UNEXPECTED)
+                self.print(self._evidence(runs[summary.first_unexpected], summary.scenario in plain))
+        bad = sum(1 for s in session.summaries if s.verdict is Verdict.UNEXPECTED and s.runs)
         state = "interrupted" if session.interrupted else ("all as expected" if not bad else f"{bad} unexpected")
-        print(f"\n{len(session.results)} runs in {session.duration:.1f}s: {state}", file=out, flush=True)
+        if session.stopped:
+            state += ", stopped at the first (-x)"
+        self.print(f"\n{len(session.results)} runs in {session.duration:.1f}s: {state}")
+
+    def _evidence(self, result: RunResult, plain: bool) -> str:
+        if plain and exited_on_its_own(result):
+            # A wrapped program's own failure (pytest's failed tests): its output said why; lifeguard saw
+            # nothing lifetime-related, and exits with the program's code when it ran alone.
+            lines = [f"{result}: {result.reason}",
+                     f"exited with code {result.exit_code} on its own: no crash, hang, corruption or process "
+                     "left behind"]
+            if not self.live and result.stderr_tail.strip():
+                lines.append("--- stderr (tail) ---\n" + "\n".join(result.stderr_tail.rstrip().splitlines()[-10:]))
+            return "\n".join([*lines, f"evidence: {result.run_dir}"])
+        return evidence_text(result, tails=not (plain and self.live))
+

@@ -3,13 +3,31 @@ plugin show them."""
 
 from __future__ import annotations
 
-from lifeguard.diagnose.view import stacks_view
+import re
+
 from lifeguard.model.outcomes import Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, Session
 from lifeguard.model.run import StartMode
-from lifeguard.model.stacks import HARNESS_FILES
 
 EVIDENCE_LINES = 25
+
+# What a terminal would act on rather than show: C0 controls but tab and newline, DEL, C1 controls, and
+# the Unicode marks that reorder or hide text (bidirectional overrides and isolates, line separators).
+_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code == 0x0D:
+        return "\\r"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    """``text`` safe to print on a terminal: a child's escape sequences, carriage returns and other
+    controls shown as ``\\x1b``, ``\\r``... instead of acting (a newline before which a ``\\r`` only ends
+    a Windows line stays a plain newline)."""
+    return _INVISIBLE.sub(_escape, text.replace("\r\n", "\n"))
 
 
 def findings_text(result: RunResult) -> list[str]:
@@ -26,14 +44,16 @@ def findings_text(result: RunResult) -> list[str]:
 
 def _python_dump(dump: str, max_lines: int) -> str:
     """A faulthandler dump without lifeguard's bootstrap and runpy lines (there in every run)."""
+    from lifeguard.model.stacks import HARNESS_FILES
     kept = [line for line in dump.rstrip().splitlines()
             if not any(part in line for part in HARNESS_FILES) and 'File "<string>", line 1 in <module>' not in line]
     return "\n".join(kept[-max_lines:])
 
 
-def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES) -> str:
+def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES, *, tails: bool = True) -> str:
     """The readable evidence of one run, the culprit first: why, the findings, the stacks (the threads
-    the findings name in full, the rest one line each), stderr tail, Python dumps native stacks lack."""
+    the findings name in full, the rest one line each), stderr tail (unless ``tails`` is false: it was
+    shown live), Python dumps native stacks lack."""
     parts = [f"{result}: {result.reason}".rstrip(": ")]
     parts.extend(findings_text(result))
     if result.mode is not StartMode.FRESH:
@@ -49,6 +69,8 @@ def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES) -> str:
         parts.append("leftover processes: " + ", ".join(
             f"{p.pid} ({p.comm})" for p in result.leftover_processes))
     if result.backtraces:
+        from lifeguard.diagnose.view import stacks_view  # the rule tables: only for a run that failed
+
         where = result.evidence.get("backtraces", "report.json")
         parts.append(f"--- stacks, culprit first (every frame of every thread: {where}) ---\n"
                      + stacks_view(result))
@@ -56,7 +78,7 @@ def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES) -> str:
     for pid, dump in result.python_stacks.items():
         if pid not in with_python:  # already interleaved with the native frames above
             parts.append(f"--- Python stacks of pid {pid} (faulthandler) ---\n" + _python_dump(dump, max_lines * 2))
-    if result.stderr_tail.strip():
+    if tails and result.stderr_tail.strip():
         lines = result.stderr_tail.rstrip().splitlines()[-max_lines:]
         parts.append("--- stderr (tail) ---\n" + "\n".join(lines))
     for note in result.notes:

@@ -6,18 +6,25 @@ import ast
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lifeguard.child import protocol
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Corruption, Event, Leftover, RunResult, signal_name
-from lifeguard.model.run import RunSpec
-from lifeguard.model.stacks import ProcessStacks
+from lifeguard.model.run import RunKind, RunSpec
 from lifeguard.run.launch import RunFiles
 
+if TYPE_CHECKING:  # stacks are read only for a run that failed: a passing session never imports them
+    from lifeguard.model.stacks import ProcessStacks
+
 TAIL_BYTES = 8 * 1024
+MAX_EVENTS = 200
 
 
 FATAL_RE = re.compile(r"^Fatal Python error: (.*)$", re.MULTILINE)
+# Signals that mean a crash when a shell reports them as exit code 128 + N for a process it ran.
+CRASH_SIGNALS = frozenset({4, 5, 6, 7, 8, 11, 31})  # SIGILL SIGTRAP SIGABRT SIGBUS SIGFPE SIGSEGV SIGSYS
+SHELL_SIGNAL_BASE = 128
 
 
 def _tail(path: Path, limit: int = TAIL_BYTES) -> str:
@@ -50,6 +57,18 @@ def read_events(path: Path) -> list[Event]:
     return events
 
 
+def lead_pid(events: list[Event], main_pid: int) -> int:
+    """The process whose events give a run's phase: the main one, or, when it reported nothing (a command's
+    shell), the first Python process that attached to the run and was not forked from another."""
+    if any(e.pid == main_pid for e in events):
+        return main_pid
+    forked = {e.pid for e in events if e.name == protocol.FORKED}
+    for event in events:
+        if event.name == protocol.ATTACHED and event.pid is not None and event.pid not in forked:
+            return event.pid
+    return main_pid
+
+
 def phase_of(events: list[Event], main_pid: int) -> Phase:
     mine = {e.name for e in events if e.pid == main_pid}
     if protocol.BODY_ERROR in mine:
@@ -69,17 +88,24 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
     events = read_events(files.events)
     stderr_tail = _tail(files.stderr)
     stdout_tail = _tail(files.stdout)
-    phase: Phase | None = phase_of(events, main_pid)
+    main_pid = lead_pid(events, main_pid)
+    # A command none of whose processes reported anything (no Python, or one started with -I/-S) has no
+    # known phase: "import" would be a guess.
+    known = spec.kind is not RunKind.COMMAND or any(e.pid == main_pid for e in events)
+    phase: Phase | None = phase_of(events, main_pid) if known else None
     signum = -rc if rc is not None and rc < 0 else None
+    shell_crash = (spec.kind is RunKind.COMMAND and rc is not None and rc - SHELL_SIGNAL_BASE in CRASH_SIGNALS)
     fatal = FATAL_RE.search(stderr_tail)
     corruption = [e for e in events if e.name == protocol.CORRUPTED]
     forked = {e.pid for e in events if e.name == protocol.FORKED}
     if hung:
         outcome = Outcome.HUNG
-        phase = phase_at_deadline or phase
+        phase = (phase_at_deadline or phase) if known else None
         if any(p in forked for p in hung_pids):
             phase = Phase.FORK_CHILD
         reason = f"deadline of {spec.timeout:g} s passed; {len(hung_pids)} process(es) alive"
+        if spec.plain and phase is Phase.RUN:  # maybe only slow: a whole program (a test suite) needs its own
+            reason += " (a program that needs longer: lifeguard run --timeout SECONDS ...)"
     elif signum is not None:
         outcome = Outcome.CRASHED
         reason = f"killed by {signal_name(signum)}"
@@ -88,6 +114,12 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
     elif fatal:
         outcome = Outcome.CRASHED
         reason = f"Fatal Python error: {fatal.group(1)}"
+    elif shell_crash:
+        assert rc is not None
+        outcome = Outcome.CRASHED
+        signum = rc - SHELL_SIGNAL_BASE
+        reason = (f"exit code {rc}: a process of the command was killed by {signal_name(signum)} "
+                  f"(as a shell reports it: {SHELL_SIGNAL_BASE} + {signum})")
     elif corruption:
         outcome = Outcome.CORRUPTED
         reason = f"scenario reported corruption: {corruption[0].get('message', '')}"
@@ -121,6 +153,6 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
                                     int(e.get("data_len", 0))) for e in corruption),
         leftover_processes=tuple(leftovers), evidence=evidence, stdout_tail=stdout_tail, stderr_tail=stderr_tail,
         python_stacks=python_stacks, backtraces=tuple(backtraces),
-        events=tuple(e for e in events if e.name != protocol.STARTED)[:200], notes=notes,
+        events=tuple(e for e in events if e.name != protocol.STARTED)[:MAX_EVENTS], notes=notes,
         seed=spec.seed, perturbations=tuple(spec.perturbations), mode=spec.mode, replay=spec.replay,
     )

@@ -6,10 +6,10 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Expectation, Outcome, Verdict
@@ -18,9 +18,13 @@ from lifeguard.model.run import RunSpec, StartMode
 from lifeguard.model.scenario import Scenario
 from lifeguard.model.stats import series_stats
 from lifeguard.plan.scheduler import PlanOptions, Scheduler, build_all, series_of
-from lifeguard.run.forkserver import ForkServers
+from lifeguard.run.launch import no_inherited_cores
+from lifeguard.run.live import LiveOutput
 from lifeguard.run.proctree import become_subreaper
 from lifeguard.run.supervise import CaptureHook, RunInterrupted, run_once
+
+if TYPE_CHECKING:
+    from lifeguard.run.forkserver import ForkServers
 
 
 class Sink(Protocol):
@@ -82,6 +86,29 @@ def unexplained(spec: RunSpec, result: RunResult) -> RunResult:
     return result
 
 
+class LazyServers:
+    """The warm fork-servers, imported and started when the first run asks for one (most sessions never do)."""
+
+    def __init__(self, interpreter: Interpreter) -> None:
+        self.interpreter = interpreter
+        self._lock = threading.Lock()
+        self._servers: ForkServers | None = None
+
+    def run(self, spec: RunSpec, *, cancel: threading.Event, capture_hooks: tuple[CaptureHook, ...],
+            live: LiveOutput | None) -> RunResult:
+        with self._lock:
+            if self._servers is None:
+                from lifeguard.run.forkserver import ForkServers
+
+                self._servers = ForkServers(self.interpreter)
+        return self._servers.run(spec, cancel=cancel, capture_hooks=capture_hooks, live=live)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._servers is not None:
+                self._servers.close()
+
+
 class Engine:
     """Runs a selection of scenarios and feeds every result to the sinks.
 
@@ -91,27 +118,35 @@ class Engine:
 
     def __init__(self, interpreter: Interpreter, *, jobs: int = 1, sinks: Sequence[Sink] = (),
                  capture_hooks: tuple[CaptureHook, ...] = (), explain: Explain = unexplained,
-                 runs_dir: Path | None = None) -> None:
+                 runs_dir: Path | None = None, live: LiveOutput | None = None,
+                 on_compile: Callable[[str, str], None] | None = None) -> None:
         self.interpreter = interpreter
         self.explain = explain
+        self.live = live  # where plain targets' output goes while they run
+        self.on_compile = on_compile  # told (fixture, variant) before a build that is not cached
         self.jobs = max(1, jobs)
         self.sinks = list(sinks)
         self.capture_hooks = capture_hooks
         self.runs_dir = runs_dir.resolve() if runs_dir is not None else None
         self.cancel = threading.Event()
         self._lock = threading.Lock()
+        self._exitfirst = False
+        self._failure: BaseException | None = None  # a worker's own error, raised again in the main thread
 
     def run(self, scenarios: list[Scenario], options: PlanOptions) -> Session:
         session = Session(self.interpreter, scenarios)
         series = series_of(scenarios, options)
-        built = build_all(series, self.interpreter)
+        built = build_all(series, self.interpreter, on_compile=self.on_compile)
+        self._exitfirst = options.exitfirst
+        if any(item.is_plain and item.workdir for item in scenarios):
+            no_inherited_cores()  # a plain target works in the user's folder: no core may land there
         temporary = self.runs_dir is None
         runs_dir = self.runs_dir or Path(tempfile.mkdtemp(prefix="lifeguard-runs-"))
         session.runs_dir = runs_dir
         scheduler = Scheduler(series, options, self.interpreter, built, runs_dir)
         session.base_seed = scheduler.base_seed
         become_subreaper()
-        servers = ForkServers(self.interpreter)  # starts a server only when a run asks for one
+        servers = LazyServers(self.interpreter)  # starts a server only when a run asks for one
         for sink in self.sinks:
             sink.start(session, scheduler.total)
         began = time.monotonic()
@@ -130,15 +165,16 @@ class Engine:
                 shutil.rmtree(runs_dir, ignore_errors=True)
         return session
 
-    def _one(self, spec: RunSpec, servers: ForkServers, began: float) -> RunResult | None:
+    def _one(self, spec: RunSpec, servers: LazyServers, began: float) -> RunResult | None:
         if self.cancel.is_set():
             return None
         try:
             hooks = self.capture_hooks if spec.cores else ()
+            live = self.live if spec.plain else None
             if spec.mode is StartMode.FRESH:
-                result = run_once(spec, cancel=self.cancel, capture_hooks=hooks)
+                result = run_once(spec, cancel=self.cancel, capture_hooks=hooks, live=live)
             else:
-                result = servers.run(spec, cancel=self.cancel, capture_hooks=hooks)
+                result = servers.run(spec, cancel=self.cancel, capture_hooks=hooks, live=live)
         except RunInterrupted:
             return None
         # A failed run gets its evidence and findings; a passed one only a look for core files (a forked
@@ -156,17 +192,26 @@ class Engine:
             session.results.append(result)
             for sink in self.sinks:
                 sink.result(result)
+            if self._exitfirst and not session.stopped and scheduler.settled_unexpected(result, session.results):
+                session.stopped = True  # -x: no new run starts; runs already under way finish
+                scheduler.stop()
 
-    def _worker(self, scheduler: Scheduler, session: Session, servers: ForkServers, began: float) -> None:
-        while not self.cancel.is_set():
-            spec = scheduler.next_spec()
-            if spec is None:
-                return
-            self._deliver(session, scheduler, self._one(spec, servers, began))
+    def _worker(self, scheduler: Scheduler, session: Session, servers: LazyServers, began: float) -> None:
+        try:
+            while not self.cancel.is_set():
+                spec = scheduler.next_spec()
+                if spec is None:
+                    return
+                self._deliver(session, scheduler, self._one(spec, servers, began))
+        except Exception as exc:  # lifeguard's own error in a worker: the session ends with it
+            with self._lock:
+                self._failure = self._failure or exc
+            scheduler.stop()
 
-    def _execute(self, scheduler: Scheduler, session: Session, servers: ForkServers, began: float) -> None:
+    def _execute(self, scheduler: Scheduler, session: Session, servers: LazyServers, began: float) -> None:
         if self.jobs == 1:
             self._worker(scheduler, session, servers, began)
+            self._raise_failure()
             return
         # The main thread waits on an Event, not Thread.join: a join interrupted by
         # Ctrl-C can mark a live thread as finished (CPython gh-90882), and the
@@ -194,3 +239,9 @@ class Engine:
             # Workers notice the cancel flag within a poll interval and kill their trees.
             all_done.wait(CANCEL_GRACE)
             raise
+        self._raise_failure()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure

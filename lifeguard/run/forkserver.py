@@ -15,13 +15,13 @@ import socket
 import subprocess
 import threading
 import time
-import uuid
 
 from lifeguard.child import protocol
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.result import RunResult
 from lifeguard.model.run import RunSpec
 from lifeguard.run.launch import RunFiles, child_env, child_path_dir, child_spec, precompile_child_side
+from lifeguard.run.live import LiveOutput
 from lifeguard.run.supervise import CaptureHook, supervise
 
 START_TIMEOUT = 30.0  # the server's own start-up (imports) and each fork reply
@@ -36,7 +36,7 @@ class ForkServer:
     """One server process and the thread that reads its replies."""
 
     def __init__(self, interpreter: Interpreter) -> None:
-        precompile_child_side(interpreter.executable)
+        precompile_child_side(interpreter.executable, interpreter.version)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         boot = (f"import sys; sys.path.insert(0, {str(child_path_dir())!r}); "
                 f"from lifeguard.child import forkserver; forkserver.serve({theirs.fileno()})")
@@ -164,9 +164,9 @@ class ForkServers:
             return self._server
 
     def run(self, spec: RunSpec, *, cancel: threading.Event | None = None,
-            capture_hooks: tuple[CaptureHook, ...] = ()) -> RunResult:
+            capture_hooks: tuple[CaptureHook, ...] = (), live: LiveOutput | None = None) -> RunResult:
         files, fds = RunFiles.create(spec.run_dir)
-        run_id = uuid.uuid4().hex
+        run_id = os.urandom(16).hex()
         started = time.monotonic()
         try:
             server = self._get()
@@ -175,7 +175,7 @@ class ForkServers:
             for fd in fds:
                 os.close(fd)
         return supervise(spec, ForkedHandle(server, pid), run_id, files, started, cancel=cancel,
-                         capture_hooks=capture_hooks)
+                         capture_hooks=capture_hooks, live=live)
 
     def close(self) -> None:
         with self._lock:

@@ -7,12 +7,13 @@ gdb (native), so that all three start the same bootstrap the same way.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 from lifeguard.build import cache_dir
 from lifeguard.child import protocol
 from lifeguard.child.protocol import BOOT_SCRIPT, EVENTS_FILE
-from lifeguard.model.run import BacktraceMethod, RunSpec, StartMode
+from lifeguard.model.run import BacktraceMethod, RunKind, RunSpec, StartMode
 
 # The signal the child's faulthandler listens on for a dump of every thread.
 
@@ -33,7 +34,7 @@ def child_path_dir() -> Path:
     extension modules built for another interpreter (with --python).
     """
     package = Path(__file__).resolve().parents[1]
-    folder = cache_dir() / "childpath" / hashlib.sha256(str(package).encode()).hexdigest()[:12]
+    folder = cache_dir() / "childpath" / f"{zlib.crc32(str(package).encode()):08x}"
     link = folder / "lifeguard"
     if not link.exists():
         folder.mkdir(parents=True, exist_ok=True)
@@ -50,26 +51,50 @@ PRECOMPILE_TIMEOUT = 60.0
 
 
 CHILD_SIDE_MODULES = ("__init__.py", "child/__init__.py", "child/protocol.py", "child/bootstrap.py",
-                      "child/forkserver.py")
+                      "child/cores.py", "child/plain.py", "child/attach.py", "child/forkserver.py")
+
+
+def _bytecode_is_fresh(source: Path) -> bool:
+    """Is this interpreter's cached bytecode of ``source`` up to date (magic, source mtime and size)?"""
+    import importlib.util
+
+    try:
+        stat = source.stat()
+        with open(importlib.util.cache_from_source(str(source)), "rb") as f:
+            header = f.read(16)
+    except (OSError, NotImplementedError):
+        return False
+    return (len(header) == 16 and header[:4] == importlib.util.MAGIC_NUMBER and header[4:8] == b"\0\0\0\0"
+            and int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF)
 
 
 @functools.cache
-def precompile_child_side(executable: str) -> None:
+def precompile_child_side(executable: str, version: tuple[int, ...] = ()) -> None:
     """Byte-compile the modules every child imports, for the child's interpreter, once.
 
     Without cached bytecode (PYTHONDONTWRITEBYTECODE, a fresh checkout, another
     Python version) every run would compile them again: milliseconds per run.
-    Best effort: a read-only install just goes without.
+    For a child of this interpreter's version, fresh bytecode is checked here (no process at all);
+    another version compiles its own. Best effort: a read-only install just goes without.
     """
     package = Path(__file__).resolve().parents[1]
-    files = [str(package / name) for name in CHILD_SIDE_MODULES]
+    files = [package / name for name in CHILD_SIDE_MODULES]
+    if tuple(version[:2]) == tuple(sys.version_info[:2]) and sys.implementation.name == "cpython":
+        import py_compile
+
+        for source in files:
+            if not _bytecode_is_fresh(source):
+                try:
+                    py_compile.compile(str(source), doraise=True)
+                except (OSError, py_compile.PyCompileError):
+                    pass
+        return
     try:
-        subprocess.run([executable, "-m", "py_compile", *files], stdin=subprocess.DEVNULL,
+        subprocess.run([executable, "-m", "py_compile", *map(str, files)], stdin=subprocess.DEVNULL,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=PRECOMPILE_TIMEOUT, check=False)
     except (OSError, subprocess.TimeoutExpired):
         pass
-
-
 
 
 def boot_script(path_dir: Path) -> Path:
@@ -83,9 +108,51 @@ def boot_script(path_dir: Path) -> Path:
     return script
 
 
+SITE_HOOK = """\
+# Written by lifeguard: attaches this Python process to the supervised run that started it
+# (lifeguard/child/attach.py), then steps aside.
+import sys
+sys.path.insert(0, {path_dir!r})
+try:
+    from lifeguard.child import attach
+finally:
+    sys.path.remove({path_dir!r})
+attach.main({hook_dir!r})
+"""
+
+
+@functools.cache
+def site_hook_dir() -> Path:
+    """The folder put first on a plain run's PYTHONPATH: only a sitecustomize.py that attaches each Python
+    process of the run's tree (child.attach)."""
+    path_dir = child_path_dir()
+    folder = path_dir / protocol.SITE_HOOK_DIR
+    hook = folder / protocol.SITE_HOOK_FILE
+    text = SITE_HOOK.format(path_dir=str(path_dir), hook_dir=str(folder))
+    if not hook.exists() or hook.read_text() != text:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{protocol.SITE_HOOK_FILE}.{os.getpid()}.{threading.get_ident()}"
+        tmp.write_text(text)
+        os.replace(tmp, hook)
+    return folder
+
+
+def no_inherited_cores() -> None:
+    """Children start with core dumps off (a soft RLIMIT_CORE of 0, whatever the user's shell allows): a
+    plain target works in the user's folder, where the kernel must not write a core. Python processes of a
+    run turn them on where a core lands in the run's folder (child.cores); the hard limit is untouched."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    if soft != 0:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
+
+
 def child_argv(spec: RunSpec, *, as_script: bool = False) -> list[str]:
     """The child's command line: the bootstrap as ``-c CODE``, or as a script file for
-    tools that pass arguments through a shell (``as_script``, see boot_script)."""
+    tools that pass arguments through a shell (``as_script``, see boot_script). A command is its own."""
+    if spec.kind is RunKind.COMMAND:
+        return list(spec.argv)
     path_dir = child_path_dir()
     if as_script:
         boot = [str(boot_script(path_dir))]
@@ -130,7 +197,20 @@ def child_spec(spec: RunSpec) -> dict[str, Any]:
         "cores": spec.cores and spec.backtrace is BacktraceMethod.CORE,
         "seed": spec.seed, "perturbations": list(spec.perturbations), "variant": spec.variant,
         "exit": "fast" if spec.mode is StartMode.FORK_FAST else "full",
+        "module": spec.module, "workdir": spec.workdir,
     }
+
+
+def attach_spec(spec: RunSpec) -> dict[str, Any]:
+    """What a Python process of a plain run that lifeguard did not start needs (protocol.ATTACH_KEYS)."""
+    full = child_spec(spec)
+    return {key: full[key] for key in protocol.ATTACH_KEYS}
+
+
+# Python processes of a plain run's tree that the attach hook cannot reach (-I, -S) still print
+# faulthandler's tracebacks on a fatal signal.
+FAULTHANDLER_ENV = "PYTHONFAULTHANDLER"
+PYTHONPATH_ENV = "PYTHONPATH"
 
 
 def child_env(spec: RunSpec, run_id: str, *, events_fd: int | None = None,
@@ -138,9 +218,19 @@ def child_env(spec: RunSpec, run_id: str, *, events_fd: int | None = None,
     """The environment entries lifeguard adds for a run; the result channel is an inherited
     descriptor, or a path (for a child started by a tool that passes no descriptors)."""
     env = dict(spec.env)
-    env.update({protocol.CHILD_ENV: "1", protocol.RUN_ID_ENV: run_id, protocol.VARIANT_ENV: spec.variant})
+    env.update({protocol.RUN_ID_ENV: run_id, protocol.VARIANT_ENV: spec.variant})
+    if not spec.plain:  # a plain target is a program of its own: a lifeguard it runs must work as anywhere
+        env[protocol.CHILD_ENV] = "1"
     if events_fd is not None:
         env[protocol.EVENTS_FD_ENV] = str(events_fd)
     if events_path is not None:
         env[protocol.EVENTS_PATH_ENV] = str(events_path)
+    if spec.plain:
+        # Every Python process of the tree attaches to the run through the site hook, and finds the result
+        # channel by path (a subprocess does not inherit the descriptor).
+        env[protocol.EVENTS_PATH_ENV] = str(events_path or spec.run_dir / EVENTS_FILE)
+        env[protocol.ATTACH_ENV] = repr(attach_spec(spec))
+        inherited = os.environ.get(PYTHONPATH_ENV)
+        env[PYTHONPATH_ENV] = str(site_hook_dir()) + (os.pathsep + inherited if inherited else "")
+        env[FAULTHANDLER_ENV] = "1"
     return env

@@ -16,18 +16,18 @@ import select
 import subprocess
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from lifeguard.child.protocol import SPEC_ENV, faulthandler_file
+from lifeguard.errors import UsageError
 from lifeguard.model.outcomes import Phase
 from lifeguard.model.result import Leftover, RunResult
-from lifeguard.model.run import RunSpec
-from lifeguard.model.stacks import ProcessStacks
-from lifeguard.run.classify import classify, phase_of, read_events
+from lifeguard.model.run import RunKind, RunSpec
+from lifeguard.run.classify import classify, lead_pid, phase_of, read_events
 from lifeguard.run.launch import DUMP_SIGNAL, RunFiles, child_argv, child_env, child_spec, precompile_child_side
+from lifeguard.run.live import LIVE_POLL_INTERVAL, LiveOutput, Tail
 from lifeguard.run.proctree import (
     kill_tree,
     leftovers_after_exit,
@@ -36,6 +36,9 @@ from lifeguard.run.proctree import (
     run_tree,
     signal_caught,
 )
+
+if TYPE_CHECKING:  # stacks are read only for a run that failed: a passing session never imports them
+    from lifeguard.model.stacks import ProcessStacks
 
 # How long to wait for all faulthandler dumps of a tree after signalling it.
 DUMP_TIMEOUT = 1.0
@@ -66,7 +69,7 @@ class CaptureHook(Protocol):
     def __call__(self, context: HangContext) -> list[ProcessStacks]: ...
 
 
-def _cap_output(path: Path, cap: int) -> None:
+def _cap_output(path: Path, cap: int) -> bool:
     """Keep an output file under ``cap`` while the child writes to it.
 
     The child's descriptor is O_APPEND, so after truncation its writes land at
@@ -75,9 +78,9 @@ def _cap_output(path: Path, cap: int) -> None:
     try:
         size = path.stat().st_size
     except OSError:
-        return
+        return False
     if size <= cap:
-        return
+        return False
     keep = cap // 2
     with open(path, "r+b") as f:
         f.seek(size - keep)
@@ -85,6 +88,7 @@ def _cap_output(path: Path, cap: int) -> None:
         f.seek(0)
         f.truncate()
         f.write(f"[lifeguard: {size - keep} bytes of output dropped]\n".encode() + newest)
+    return True
 
 
 class ChildHandle(Protocol):
@@ -146,18 +150,23 @@ class PopenHandle:
 
 
 def _wait_exit(handle: ChildHandle, deadline: float, cancel: threading.Event | None,
-               outputs: tuple[Path, ...], cap: int) -> bool:
-    """Wait for the child until the deadline; True if it exited."""
+               outputs: tuple[Path, ...], cap: int, tail: Tail | None = None) -> bool:
+    """Wait for the child until the deadline; True if it exited. A live run's new output is handed on
+    at every look, before its files are capped."""
+    interval = LIVE_POLL_INTERVAL if tail is not None else POLL_INTERVAL
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return handle.wait_step(0)
         if cancel is not None and cancel.is_set():
             raise RunInterrupted()
-        if handle.wait_step(min(remaining, POLL_INTERVAL)):
+        if handle.wait_step(min(remaining, interval)):
             return True
+        if tail is not None:
+            tail.pump()
         for out in outputs:
-            _cap_output(out, cap)
+            if _cap_output(out, cap) and tail is not None:
+                tail.capped(out)
 
 
 def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
@@ -197,31 +206,35 @@ def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
 
 def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
              capture_hooks: tuple[CaptureHook, ...] = (),
-             output_cap: int = DEFAULT_OUTPUT_CAP) -> RunResult:
-    """Run ``spec`` in a fresh child and return its classified result."""
-    precompile_child_side(spec.interpreter.executable)
+             output_cap: int = DEFAULT_OUTPUT_CAP, live: LiveOutput | None = None) -> RunResult:
+    """Run ``spec`` in a fresh child and return its classified result (its output handed to ``live``
+    as it comes, when given)."""
+    precompile_child_side(spec.interpreter.executable, spec.interpreter.version)
     files, (events_fd, out_fd, err_fd) = RunFiles.create(spec.run_dir)
-    run_id = uuid.uuid4().hex
+    run_id = os.urandom(16).hex()
     env = dict(os.environ)
     env.update(child_env(spec, run_id, events_fd=events_fd))
-    env[SPEC_ENV] = repr(child_spec(spec))
+    if spec.kind is not RunKind.COMMAND:  # a command gets no bootstrap: its Python processes attach
+        env[SPEC_ENV] = repr(child_spec(spec))
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
-            child_argv(spec), cwd=files.run_dir, env=env, stdin=subprocess.DEVNULL,
+            child_argv(spec), cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL,
             stdout=out_fd, stderr=err_fd, pass_fds=(events_fd,), start_new_session=True,
         )
+    except OSError as exc:  # a command that is not there, not executable, or a folder that went away
+        raise UsageError(f"cannot start {child_argv(spec)[0]!r} in {spec.cwd}: {exc.strerror or exc}") from None
     finally:
         os.close(events_fd)
         os.close(out_fd)
         os.close(err_fd)
     return supervise(spec, PopenHandle(proc), run_id, files, started, cancel=cancel,
-                     capture_hooks=capture_hooks, output_cap=output_cap)
+                     capture_hooks=capture_hooks, output_cap=output_cap, live=live)
 
 
 def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, started: float, *,
               cancel: threading.Event | None = None, capture_hooks: tuple[CaptureHook, ...] = (),
-              output_cap: int = DEFAULT_OUTPUT_CAP) -> RunResult:
+              output_cap: int = DEFAULT_OUTPUT_CAP, live: LiveOutput | None = None) -> RunResult:
     """Watch a started run to its end: deadline, escalation ladder, leftovers, verdict data."""
     python_stacks: dict[str, str] = {}
     backtraces: list[ProcessStacks] = []
@@ -231,14 +244,16 @@ def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, 
     hung_pids: list[int] = []
     phase_at_deadline: Phase | None = None
     interrupted = False
+    tail = Tail(spec, live, files.stdout, files.stderr) if live is not None else None
     try:
-        exited = _wait_exit(handle, started + spec.timeout, cancel, (files.stdout, files.stderr), output_cap)
+        exited = _wait_exit(handle, started + spec.timeout, cancel, (files.stdout, files.stderr), output_cap, tail)
         if not exited:
             hung = True
             hung_pids = run_tree(handle.pid, run_id)
             # The phase is what the tree was doing at the deadline: the dump
             # signal below may interrupt a blocking call and let the body move on.
-            phase_at_deadline = phase_of(read_events(files.events), handle.pid)
+            events = read_events(files.events)
+            phase_at_deadline = phase_of(events, lead_pid(events, handle.pid))
             # Native capture first: the dump signal interrupts blocking calls (a join
             # wakes up and queues for the GIL), which would change the very deadlock
             # gdb is about to show. The faulthandler dumps come right after.
@@ -264,6 +279,8 @@ def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, 
         if hung or leftovers or interrupted:
             killed = kill_tree(handle.pid, run_id)
             _finish(handle, killed)
+        if tail is not None:
+            tail.close()
     duration = time.monotonic() - started
     return classify(spec, files, handle.pid, None if hung else handle.returncode, duration, hung=hung,
                     hung_pids=hung_pids, python_stacks=python_stacks, backtraces=backtraces,

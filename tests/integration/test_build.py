@@ -50,6 +50,13 @@ def test_variants_are_built_and_run(project: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     runs = load_report(project / "r")["runs"]
     assert sorted((r["variant"], r["outcome"]) for r in runs) == [("buggy", "passed"), ("fixed", "passed")]
+    # The compiler's seconds are said while they pass, before the header; a cached build says nothing.
+    lines = proc.stdout.splitlines()
+    assert lines[:2] == ["compiling fixture tiny (buggy)...", "compiling fixture tiny (fixed)..."], proc.stdout
+    again = run_cli("run", str(project / "scenarios"), env=_env(project))
+    assert again.returncode == 0 and "compiling" not in again.stdout, again.stdout
+    quiet = run_cli("build", "--force", str(project / "scenarios"), env=_env(project))
+    assert quiet.stdout.count("compiling fixture tiny") == 2, quiet.stdout
 
 
 def test_cache_reuse_force_and_source_change(project: Path) -> None:

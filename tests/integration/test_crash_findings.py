@@ -56,7 +56,7 @@ def build(tmp_path: Path, source: str, name: str, compiler: str) -> Path:
 def crash_run(tmp_path: Path, code: str) -> tuple[dict[str, Any], str]:
     script = tmp_path / "program.py"
     script.write_text(code)
-    proc = run_cli("run", str(script), "--expect", "crashed@exit", "--report", str(tmp_path / "r"))
+    proc = run_cli("run", "--expect", "crashed@exit", "--report", str(tmp_path / "r"), str(script))
     run = load_report(tmp_path / "r")["runs"][0]
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for pid in run_pids(run):

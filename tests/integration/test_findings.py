@@ -42,7 +42,7 @@ def test_new_user_program_lock_held_across_fork(tmp_path: Path, pace: Pace) -> N
     """A plain script no fixture knows: a thread holds a lock while another forks; the child takes it."""
     script = tmp_path / "lock_fork.py"
     script.write_text(LOCK_FORK)
-    proc = run_cli("run", str(script), "--timeout", pace.deadline_text(HANG_AT_LEAST), "--report", str(tmp_path / "r"))
+    proc = run_cli("run", "--timeout", pace.deadline_text(HANG_AT_LEAST), "--report", str(tmp_path / "r"), str(script))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     run = load_report(tmp_path / "r")["runs"][0]
     assert (run["outcome"], run["phase"]) == ("hung", "fork-child")

@@ -64,7 +64,7 @@ def test_unperturbed_run_is_plain(scenario_file, tmp_path: Path) -> None:
 
 
 def test_unknown_perturbation_is_a_usage_error() -> None:
-    proc = run_cli("run", "-c", "pass", "--perturb", "gc-thread,cosmic-rays")
+    proc = run_cli("run", "--perturb", "gc-thread,cosmic-rays", "-c", "pass")
     assert proc.returncode == 2 and "unknown perturbation 'cosmic-rays'" in proc.stderr
 
 
@@ -87,13 +87,15 @@ def test_seed_is_recorded_and_replays(scenario_file, tmp_path: Path) -> None:
 def test_a_failed_runs_replay_line_pastes_as_is(tmp_path: Path) -> None:
     """The replay line holds the real code, the seed and the session's --timeout: run it verbatim."""
     code = "import os, sys; sys.stdout.flush(); os.abort()"
-    first = run_cli("run", "-c", code, "--timeout", "7", "--no-native", "--report", str(tmp_path / "a"))
+    first = run_cli("run", "--timeout", "7", "--no-native", "--report", str(tmp_path / "a"), "-c", code)
     assert first.returncode == 1, first.stdout + first.stderr
     run = load_report(tmp_path / "a")["runs"][0]
     assert run["outcome"] == "crashed"
     words = shlex.split(run["replay"])
-    assert words[:4] == ["lifeguard", "run", "-c", code] and "--timeout" in words and "7" in words
-    replay = run_cli(*words[1:], "--no-native", "--report", str(tmp_path / "b"))
+    # lifeguard's options first, the code last: what follows -c CODE would be the code's arguments.
+    assert words[:2] == ["lifeguard", "run"] and words[-2:] == ["-c", code]
+    assert words[words.index("--timeout") + 1] == "7"
+    replay = run_cli("run", "--no-native", "--report", str(tmp_path / "b"), *words[2:])
     assert replay.returncode == 1, replay.stdout + replay.stderr
     again = load_report(tmp_path / "b")["runs"]
     assert len(again) == 1 and again[0]["seed"] == run["seed"] and again[0]["outcome"] == "crashed"

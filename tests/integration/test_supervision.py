@@ -237,10 +237,10 @@ def test_ctrl_c_kills_children_and_keeps_what_finished(scenario_file, tmp_path: 
 
 def test_a_reused_report_folder_keeps_nothing_of_the_previous_session(tmp_path: Path) -> None:
     report = tmp_path / "r"
-    first = run_cli("run", "-c", "import os; os.abort()", "--report", str(report), "--no-native")
+    first = run_cli("run", "--report", str(report), "--no-native", "-c", "import os; os.abort()")
     assert first.returncode == 1, first.stdout + first.stderr
     assert [p.name for p in (report / "runs").iterdir()] == ["code-default-0"]
-    second = run_cli("run", "-c", "pass", "--report", str(report), "--no-native")
+    second = run_cli("run", "--report", str(report), "--no-native", "-c", "pass")
     assert second.returncode == 0, second.stdout + second.stderr
     assert not (report / "runs").exists() or not any((report / "runs").iterdir())
     lines = (report / "results.jsonl").read_text().splitlines()
@@ -253,7 +253,7 @@ def test_a_report_folder_another_lifeguard_writes_is_refused(tmp_path: Path) -> 
     report.mkdir()
     with open(report / ".lifeguard.lock", "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running lifeguard holds it
-        proc = run_cli("run", "-c", "pass", "--report", str(report), "--no-native")
+        proc = run_cli("run", "--report", str(report), "--no-native", "-c", "pass")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "another lifeguard is writing this folder" in proc.stderr
     assert not (report / "results.jsonl").exists()

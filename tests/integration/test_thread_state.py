@@ -69,8 +69,8 @@ def compile_library(tmp_path: Path, source: str, name: str, *flags: str) -> Path
 def run_hang(tmp_path: Path, pace: Pace, code: str, *options: str) -> tuple[dict[str, Any], str]:
     script = tmp_path / "program.py"
     script.write_text(code)
-    proc = run_cli("run", str(script), "--timeout", pace.deadline_text(HANG_AT_LEAST), "--report",
-                   str(tmp_path / "r"), *options)
+    proc = run_cli("run", "--timeout", pace.deadline_text(HANG_AT_LEAST), "--report", str(tmp_path / "r"),
+                   *options, str(script))
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     run = load_report(tmp_path / "r")["runs"][0]
     for pid in run_pids(run):

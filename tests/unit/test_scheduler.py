@@ -82,19 +82,27 @@ def test_variant_selection_and_an_empty_plan() -> None:
 
 
 def test_replay_commands_per_kind() -> None:
-    assert replay_command(PLAIN, "default", 12, ()) == "lifeguard run /work/s.py::plain --seed 12"
+    # lifeguard's options first: every word after a plain target is the target's own.
+    assert replay_command(PLAIN, "default", 12, ()) == "lifeguard run --seed 12 /work/s.py::plain"
     assert replay_command(FIXTURED, "buggy", 12, ("gc-thread", "jitter")) == (
-        "lifeguard run /work/s.py::pool --seed 12 --variant buggy --perturb gc-thread,jitter")
+        "lifeguard run --seed 12 --variant buggy --perturb gc-thread,jitter /work/s.py::pool")
     spaced = scenario("x", path="/work/my scenarios/s.py")
-    assert replay_command(spaced, "default", 1, ()) == "lifeguard run '/work/my scenarios/s.py::x' --seed 1"
+    assert replay_command(spaced, "default", 1, ()) == "lifeguard run --seed 1 '/work/my scenarios/s.py::x'"
     script = scenario("tool", kind="script", path="/work/tool.py")
-    assert replay_command(script, "default", 5, ()) == "lifeguard run /work/tool.py --seed 5"
+    assert replay_command(script, "default", 5, ()) == "lifeguard run --seed 5 /work/tool.py"
+    typed = scenario("tool", kind="script", path="/work/tool.py", argv=("tool.py", "--fixed", "a b"))
+    assert replay_command(typed, "default", 5, ()) == "lifeguard run --seed 5 tool.py --fixed 'a b'"
     code = scenario("code", kind="code", path="", code="pass")
-    assert replay_command(code, "default", 5, ()) == "lifeguard run -c pass --seed 5"
-    crash = scenario("code", kind="code", path="", code="import os; os.abort()")
-    assert replay_command(crash, "default", 5, ()) == "lifeguard run -c 'import os; os.abort()' --seed 5"
+    assert replay_command(code, "default", 5, ()) == "lifeguard run --seed 5 -c pass"
+    crash = scenario("code", kind="code", path="", code="import os; os.abort()", argv=("-c", "x"))
+    assert replay_command(crash, "default", 5, ()) == "lifeguard run --seed 5 -c 'import os; os.abort()' x"
+    module = scenario("pytest", kind="module", path="", module="pytest", argv=("-m", "-x", "tests/"))
+    assert replay_command(module, "default", 5, (), timeout=60) == (
+        "lifeguard run --seed 5 --timeout 60 -m pytest -x tests/")
+    command = scenario("ci.sh", kind="command", path="/work/ci.sh", argv=("./ci.sh", "--fast"))
+    assert replay_command(command, "default", 5, ()) == "lifeguard run --seed 5 -- ./ci.sh --fast"
     assert replay_command(script, "default", 5, (), timeout=2.5, python="/opt/py 3/bin/python") == (
-        "lifeguard run /work/tool.py --seed 5 --timeout 2.5 --python '/opt/py 3/bin/python'")
+        "lifeguard run --seed 5 --timeout 2.5 --python '/opt/py 3/bin/python' /work/tool.py")
     own = scenario("probe", replay="lifeguard probe mod --seed {seed}")
     assert replay_command(own, "default", 77, ()) == "lifeguard probe mod --seed 77"
 
@@ -131,8 +139,8 @@ def test_a_spec_carries_its_seed_replay_and_folder(tmp_path: Path) -> None:
     spec = plan.make_spec(FIXTURED, "buggy", 2)
     assert spec.seed == run_seed(1234, "pool", "buggy", 2)
     # The session's --timeout and its interpreter (not this one) come along: the line pastes as is.
-    assert spec.replay == (f"lifeguard run /work/s.py::pool --seed {spec.seed} --variant buggy --perturb jitter"
-                           " --timeout 3 --python /usr/bin/python3.11")
+    assert spec.replay == (f"lifeguard run --seed {spec.seed} --variant buggy --perturb jitter"
+                           " --timeout 3 --python /usr/bin/python3.11 /work/s.py::pool")
     assert spec.run_dir == tmp_path / "pool-buggy-2"
     assert spec.timeout == 3.0 and spec.expected == "crashed@exit" and spec.perturbations == ("jitter",)
     assert spec.env["PYTHONHASHSEED"] == str(spec.seed % (2**32 - 1)) and "LIFEGUARD_JITTER_US" in spec.env

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lifeguard.diagnose.activity import fork_records, how_blocked, is_blocked, python_text
-from lifeguard.diagnose.crash import cleanup_step, crash_frame, crashed_thread, quote_text, where
+from lifeguard.diagnose.crash import cleanup_step, crash_frame, crashed_thread, main_thread, quote_text, where
 from lifeguard.diagnose.evidence import Evidence, blocking_call, c_caller, describe, python_location, thread_ref
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Finding, ThreadRef
@@ -37,7 +37,7 @@ def _hang(evidence: Evidence) -> Finding:
     # The deepest forked child is where a tree's hang usually starts; its parents wait for it.
     process = next((p for p in reversed(evidence.processes) if p.pid in forked and p.threads),
                    next((p for p in evidence.processes if p.threads), evidence.processes[0]))
-    main = process.threads[0]
+    main = main_thread(process) or process.threads[0]  # the thread whose id is the pid: back ends list in any order
     if len(blocked) == len(threads):
         summary = (f"hung with every thread blocked: {len(threads)} thread(s) in {len(evidence.processes)} "
                    f"process(es), none running")

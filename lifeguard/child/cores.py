@@ -1,0 +1,95 @@
+"""Core dumps of a run's processes: on only while a core can land in the run's own folder.
+
+With a plain ``core_pattern`` (``core``, ``core.%p``: no ``/``, no pipe) the kernel writes a crashing
+process's core into that process's working directory. A scenario runs in its run folder from the start,
+so its processes raise ``RLIMIT_CORE`` at once. A plain target (a script, ``-m``, ``-c``, a command) works
+in the user's folder, where a core must never land (the incident behind this: a 36 MB ``core`` left in a
+project after a script's ``os.chdir``): its processes keep core dumps off (the supervisor gives them a soft
+limit of 0) until finalization starts, then move into the run folder and turn them on. A crash at exit
+(an atexit callback, ``Py_Finalize``, a C++ static destructor) leaves its core there; a crash before that
+leaves none, and the run's notes say so.
+
+Finalization is caught where CPython starts it: ``Py_FinalizeEx`` first calls ``threading._shutdown``,
+which joins the program's non-daemon threads; the hook runs after that join, before the atexit callbacks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from lifeguard.child import emit, protocol
+
+
+def core_pattern_is_local(pattern: str) -> bool:
+    """Does the kernel write cores as a file in the crashing process's working directory?"""
+    pattern = pattern.strip()
+    return bool(pattern) and not pattern.startswith("|") and "/" not in pattern
+
+
+def _local_pattern() -> bool:
+    try:
+        with open(protocol.CORE_PATTERN_FILE) as f:
+            return core_pattern_is_local(f.read())
+    except OSError:
+        return False
+
+
+_on = [False]  # core dumps turned on in this process (inherited by its forks)
+
+
+def allow_core_dumps() -> bool:
+    """Raise RLIMIT_CORE to the hard limit, if cores land in the working directory (else they would be
+    written elsewhere, or piped to a handler). Done here rather than in a preexec_fn: that would make the
+    supervisor's spawn unsafe with several worker threads, and slower for every run."""
+    if not _local_pattern():
+        return False
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
+    except (ValueError, OSError):
+        return False
+    _on[0] = hard != 0
+    return _on[0]
+
+
+def cores_in_run_folder(run_dir: str) -> None:
+    """Move into the run's folder and turn core dumps on (the working directory before is noted)."""
+    try:
+        before = os.getcwd()
+    except OSError:  # removed under us
+        before = "?"
+    if _on[0] and before == run_dir:
+        return  # a scenario that never left its folder
+    try:
+        os.chdir(run_dir)
+    except OSError:
+        return  # the folder is gone: no core is better than one in the user's folder
+    if allow_core_dumps():
+        emit(protocol.CORES_ON, cwd=before)
+
+
+def at_finalization(run_dir: str, *, cores: bool, body_end: bool) -> None:
+    """Run ``cores_in_run_folder`` (when ``cores``) and emit ``body-end`` (when ``body_end``: a process
+    whose main code lifeguard did not run itself) as the interpreter starts finalizing."""
+    threading = sys.modules.get("threading")
+    shutdown = getattr(threading, "_shutdown", None)
+    if threading is None or shutdown is None:
+        if cores:  # no way to see finalization start: the last atexit callback is the next best moment
+            import atexit
+
+            atexit.register(cores_in_run_folder, run_dir)
+        return
+
+    def finalizing() -> None:
+        if body_end:
+            emit(protocol.BODY_END)
+        try:
+            shutdown()  # joins the program's non-daemon threads, which may still use relative paths
+        finally:
+            if cores:  # a forked child that finalizes (instead of os._exit) gets here too: its core as well
+                cores_in_run_folder(run_dir)
+
+    threading._shutdown = finalizing  # type: ignore[attr-defined]
