@@ -114,6 +114,10 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
     elif fatal:
         outcome = Outcome.CRASHED
         reason = f"Fatal Python error: {fatal.group(1)}"
+        if forked and spec.kind is not RunKind.COMMAND:
+            # The main process exited on its own (no signal), so the fatal error was a forked child's.
+            phase = Phase.FORK_CHILD
+            reason = f"a forked child printed 'Fatal Python error: {fatal.group(1)}'"
     elif shell_crash:
         assert rc is not None
         outcome = Outcome.CRASHED

@@ -120,15 +120,31 @@ def test_a_scripts_globals_live_until_finalization(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("parent_exit", ["0", "1"])
-def test_a_forked_childs_crash_is_fork_child_whatever_the_parent_does(tmp_path: Path, parent_exit: str) -> None:
-    """The child aborts at its exit; the parent sees it and exits 0 or 1: the run crashed, in the fork child."""
-    code = ("import os, sys\npid = os.fork()\nif pid == 0:\n    os.abort()\n"
-            f"os.waitpid(pid, 0)\nsys.exit({parent_exit})\n")
-    script = tmp_path / "program.py"
-    script.write_text(code)
-    proc = run_cli("run", str(script), "--expect", "crashed@fork-child", "--report", str(tmp_path / "r"))
+def test_a_forked_childs_crash_is_fork_child_whatever_the_parent_does(tmp_path: Path, scenario_file: Any,
+                                                                      parent_exit: str) -> None:
+    """The child aborts; the parent sees it and returns or exits 1: the run crashed, in the fork child. A
+    scenario has core files on from the start, so the child's core names its signal."""
+    path = scenario_file(
+        "import os, sys\nimport lifeguard\n\n"
+        "@lifeguard.scenario(expect={'default': 'crashed@fork-child'}, repeat=1)\ndef child_aborts():\n"
+        "    pid = os.fork()\n    if pid == 0:\n        os.abort()\n"
+        f"    os.waitpid(pid, 0)\n    if {parent_exit}:\n        sys.exit({parent_exit})\n")
+    proc = run_cli("run", "--report", str(tmp_path / "r"), str(path))
     run = load_report(tmp_path / "r")["runs"][0]
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (run["outcome"], run["phase"]) == ("crashed", "fork-child")
     assert "forked child" in run["reason"] and "SIGABRT" in run["reason"]
     assert any(p.get("signal") for p in run["backtraces"])
+
+
+def test_a_plain_scripts_forked_child_crash_is_fork_child(tmp_path: Path) -> None:
+    """A plain target has no core until it exits (cores never land in the user's folder): the child's fatal
+    error on stderr still makes the run crashed@fork-child, not a crash at the parent's exit."""
+    script = tmp_path / "program.py"
+    script.write_text("import os, sys\npid = os.fork()\nif pid == 0:\n    os.abort()\n"
+                      "os.waitpid(pid, 0)\nsys.exit(1)\n")
+    proc = run_cli("run", "--expect", "crashed@fork-child", "--report", str(tmp_path / "r"), str(script))
+    run = load_report(tmp_path / "r")["runs"][0]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (run["outcome"], run["phase"]) == ("crashed", "fork-child")
+    assert not any(f["kind"] == "static-destructor-after-finalize" for f in run["findings"])
