@@ -26,8 +26,8 @@ def check(evidence: Evidence) -> list[Finding]:
     if evidence.outcome is not Outcome.CRASHED:
         return []
     hit = crashed_thread(evidence)
-    if hit is not None and first_frame(hit[1], GC_FUNCTIONS) is not None and any(
-            e.name == GC_FOREIGN_THREAD for e in evidence.events):
+    foreign_gc = any(e.name == GC_FOREIGN_THREAD for e in evidence.events)
+    if foreign_gc and (hit is None or first_frame(hit[1], GC_FUNCTIONS) is not None):
         return []  # a collection on a foreign thread freed it: wrong-thread-gc tells that, quoting the library
     said, quote = quote_text(evidence)
     by_message = quote is not None and quote.message.about == "wrong-thread"
