@@ -39,7 +39,7 @@ from lifeguard.plan.perturbations import PERTURBATIONS
 from lifeguard.plan.probes import DEFAULT_TIMEOUT as PROBE_TIMEOUT
 from lifeguard.plan.probes import PROBES, parse_hook, probe_options, probe_scenarios
 from lifeguard.plan.scheduler import PlanOptions, build_all, series_of
-from lifeguard.report.terminal import exited_on_its_own
+from lifeguard.report.terminal import COLOR_CHOICES, exited_on_its_own
 from lifeguard.report.text import visible
 
 
@@ -128,6 +128,8 @@ class Run(Selecting):
                                  "are its arguments (also after script.py, -c CODE and -- COMMAND)")
         parser.add_argument("-q", "--quiet", action="store_true",
                             help="results only: no header, progress or live output of the program")
+        parser.add_argument("--color", choices=COLOR_CHOICES, default="auto",
+                            help="colour the verdicts: auto (a terminal, unless NO_COLOR is set), yes, no")
         parser.add_argument("-x", "--exitfirst", action="store_true",
                             help="stop at the first unexpected verdict (runs already under way finish)")
         parser.add_argument("--repeat", type=positive_int, metavar="N", help="runs per scenario x variant "
@@ -177,7 +179,8 @@ class Run(Selecting):
         several = sum(s.is_plain for s in scenarios) > 1 or (args.repeat or 1) > 1 or args.until_fail \
             or bool(args.duration)
         setup = SessionSetup(interpreter, jobs=args.jobs, verbose=args.verbose, report_dir=args.report,
-                             native=not args.no_native, quiet=args.quiet, live_prefix=several)
+                             native=not args.no_native, quiet=args.quiet, live_prefix=several,
+                             color=args.color)
         session = run_session(scenarios, options, setup)
         own = program_exit_code(session) if getattr(args, "plain", None) and not args.expect else None
         return own if own is not None else exit_code(session)

@@ -44,6 +44,7 @@ class SessionSetup:
     native: bool = True  # gdb on hangs, cores on crashes (when gdb is installed)
     quiet: bool = False  # results only: no header, progress, compile lines or live output
     live_prefix: bool = False  # several plain runs: each live line starts with its run's name
+    color: str = "auto"  # --color: auto (a terminal without NO_COLOR), yes, no
 
 
 @functools.cache
@@ -73,7 +74,7 @@ def run_session(scenarios: Sequence[Scenario], options: PlanOptions, setup: Sess
     runs_dir = setup.runs_dir or (report_dir / "runs" if report_dir is not None else None)
     live = setup.terminal and not setup.quiet and any(s.is_plain for s in scenarios)
     sinks = sinks_for(terminal=setup.terminal, verbose=setup.verbose, report_dir=report_dir, quiet=setup.quiet,
-                      live=live)
+                      live=live, color=setup.color)
     terminal = next((s for s in sinks if isinstance(s, TerminalSink)), None)
     engine = Engine(setup.interpreter, jobs=setup.jobs, sinks=sinks,
                     capture_hooks=(capture_hang,) if setup.native else (), explain=explain_failure,

@@ -11,11 +11,11 @@ from lifeguard.run.engine import Sink
 
 
 def sinks_for(*, terminal: bool, verbose: bool = False, report_dir: Path | None = None, quiet: bool = False,
-              live: bool = False) -> list[Sink]:
+              live: bool = False, color: str = "auto") -> list[Sink]:
     """The terminal (unless ``terminal`` is false) and the report folder (when given, created here)."""
     sinks: list[Sink] = []
     if terminal:
-        sinks.append(TerminalSink(verbose=verbose, quiet=quiet, live=live))
+        sinks.append(TerminalSink(verbose=verbose, quiet=quiet, live=live, color=color))
     if report_dir is not None:
         from lifeguard.report.files import ReportDirSink  # json, the html and junit writers: only when asked
 

@@ -12,11 +12,38 @@ import time
 from typing import TextIO
 
 from lifeguard import __version__
-from lifeguard.model.outcomes import Outcome, Verdict
+from lifeguard.model.outcomes import Expectation, Outcome, Verdict
 from lifeguard.model.result import RunResult, Session
 from lifeguard.report.text import evidence_text, series_runs, summary_line, visible
 
 PLAIN_PROGRESS_INTERVAL = 10.0  # seconds between progress lines when not on a terminal
+COLOR_CHOICES = ("auto", "yes", "no")
+_GREEN, _RED, _YELLOW, _RESET = "\x1b[32m", "\x1b[31m", "\x1b[33m", "\x1b[0m"
+
+
+def use_color(choice: str, stream: TextIO, environ: dict[str, str] | None = None) -> bool:
+    """``--color auto|yes|no``: auto is a terminal whose user did not set NO_COLOR (no-color.org) nor
+    TERM=dumb."""
+    import os
+
+    env = os.environ if environ is None else environ
+    if choice == "yes":
+        return True
+    if choice == "no":
+        return False
+    return stream.isatty() and "NO_COLOR" not in env and env.get("TERM") != "dumb"
+
+
+def plural(count: int, word: str = "run") -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _unexpected(result: RunResult) -> bool:
+    """Could this run not belong to a series that meets its expectation? (an expected crash is not)."""
+    try:
+        return not Expectation.parse(result.expected).accepts(result.outcome, result.phase)
+    except ValueError:
+        return result.outcome is not Outcome.PASSED
 
 
 def exited_on_its_own(result: RunResult) -> bool:
@@ -35,8 +62,9 @@ class TerminalSink:
     """
 
     def __init__(self, stream: TextIO | None = None, verbose: bool = False, *, quiet: bool = False,
-                 live: bool = False) -> None:
+                 live: bool = False, color: str = "auto") -> None:
         self.stream = stream or sys.stdout
+        self.color = use_color(color, self.stream)
         self.verbose = verbose
         self.quiet = quiet
         self.live = live
@@ -47,6 +75,19 @@ class TerminalSink:
 
     def print(self, text: str = "", **kwargs: object) -> None:
         print(visible(text), file=self.stream, flush=True, **kwargs)  # type: ignore[call-overload]
+
+    def paint(self, text: str, colour: str) -> str:
+        """``text`` in ``colour`` on a colour terminal (after visible(): lifeguard's own escapes only)."""
+        return f"{colour}{text}{_RESET}" if self.color else text
+
+    def print_marked(self, line: str) -> None:
+        """A series line, its leading ok / FAIL / skip mark coloured."""
+        text = visible(line)
+        for mark, colour in (("ok ", _GREEN), ("FAIL", _RED), ("skip", _YELLOW)):
+            if text.startswith(mark):
+                text = self.paint(mark, colour) + text[len(mark):]
+                break
+        print(text, file=self.stream, flush=True)
 
     def compiling(self, fixture: str, variant: str) -> None:
         """Before a fixture build that is not cached: seconds of compiler time, said while they pass."""
@@ -61,14 +102,14 @@ class TerminalSink:
         if self.quiet:
             return
         interp = session.interpreter
-        planned = f"{total_runs} runs" if total_runs is not None else "runs until failure or time"
+        planned = plural(total_runs) if total_runs is not None else "runs until failure or time"
         self.print(f"lifeguard {__version__}: {planned} of {len(session.scenarios)} scenario(s) "
                    f"under Python {interp.version_text} ({interp.executable}), seed {session.base_seed}")
 
     def result(self, result: RunResult) -> None:
         with self.lock:
             self.done += 1
-            if result.outcome is not Outcome.PASSED:
+            if _unexpected(result):
                 self.failures += 1
             if self.verbose:
                 self.print(f"  {result}")
@@ -78,8 +119,10 @@ class TerminalSink:
             now = time.monotonic()
             elapsed = max(now - self.began, 1e-6)
             of = f"/{self.total}" if self.total else ""
-            progress = (f"runs {self.done}{of}  failed {self.failures}  {self.done / elapsed:.1f} runs/s"
-                        f"  {elapsed:.0f}s")
+            rate = self.done / elapsed
+            progress = f"runs {self.done}{of}  unexpected {self.failures}  {rate:.1f} runs/s  {elapsed:.0f}s"
+            if self.total and self.done < self.total:
+                progress += f"  ETA {(self.total - self.done) / rate:.0f}s"
             if self.tty and not self.live:
                 bar = ""
                 if self.total:
@@ -98,10 +141,10 @@ class TerminalSink:
         plain = {s.name for s in session.scenarios if s.is_plain}
         for summary in session.summaries:
             if summary.runs == 0 and session.stopped:
-                self.print(f"skip {summary.scenario}[{summary.variant}]  not run: stopped at the first "
-                           "unexpected verdict (-x)")
+                self.print_marked(f"skip {summary.scenario}[{summary.variant}]  not run: stopped at the first "
+                                  "unexpected verdict (-x)")
                 continue
-            self.print(summary_line(summary))
+            self.print_marked(summary_line(summary))
             runs = series_runs(session, summary)
             if summary.verdict is Verdict.EXPECTED:
                 # A failure that was expected (a buggy variant, a reproduction): say what explains it.
@@ -119,7 +162,10 @@ class TerminalSink:
         state = "interrupted" if session.interrupted else ("all as expected" if not bad else f"{bad} unexpected")
         if session.stopped:
             state += ", stopped at the first (-x)"
-        self.print(f"\n{len(session.results)} runs in {session.duration:.1f}s: {state}")
+        good = not bad and not session.interrupted
+        self.print()
+        print(f"{plural(len(session.results))} in {session.duration:.1f}s: "
+              + self.paint(state, _GREEN if good else _RED), file=self.stream, flush=True)
 
     def _evidence(self, result: RunResult, plain: bool) -> str:
         if plain and exited_on_its_own(result):

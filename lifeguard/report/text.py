@@ -90,7 +90,8 @@ def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES, *, tails: 
 def summary_line(summary: SeriesSummary) -> str:
     counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
     mark = "ok  " if summary.verdict is Verdict.EXPECTED else "FAIL"
-    line = (f"{mark} {summary.scenario}[{summary.variant}]  {summary.runs} runs: {counts}"
+    runs = f"{summary.runs} run" if summary.runs == 1 else f"{summary.runs} runs"
+    line = (f"{mark} {summary.scenario}[{summary.variant}]  {runs}: {counts}"
             f"  (expected {summary.expected}) -> {summary.verdict.value}")
     if summary.stats is not None and summary.runs > 1:
         line += f"\n       {summary.stats.bound_text()}"

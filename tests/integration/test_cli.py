@@ -136,7 +136,7 @@ def test_plain_script_and_code(tmp_path: Path) -> None:
     script.write_text("import sys\nprint('argv0', sys.argv[0])\n")
     proc = run_cli("run", str(script))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "user_script[default]  1 runs: 1 passed" in proc.stdout
+    assert "user_script[default]  1 run: 1 passed" in proc.stdout
     bad = tmp_path / "bad_script.py"
     bad.write_text("import os\nos.abort()\n")
     proc = run_cli("run", str(bad))

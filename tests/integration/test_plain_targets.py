@@ -222,6 +222,6 @@ def test_exitfirst_stops_at_the_first_unexpected_verdict(scenario_file: Any, tmp
     suite = ET.parse(tmp_path / "r" / "junit.xml").getroot()
     assert (suite.get("failures"), suite.get("skipped")) == ("1", "1")
     assert "skip b_passes[default]  not run: stopped at the first unexpected verdict (-x)" in proc.stdout
-    assert "1 runs in" in proc.stdout and "1 unexpected, stopped at the first (-x)" in proc.stdout
+    assert "1 run in" in proc.stdout and "1 unexpected, stopped at the first (-x)" in proc.stdout
     everything = run_cli("run", "-j", "1", str(path))
     assert everything.returncode == 1 and "ok   b_passes[default]" in everything.stdout

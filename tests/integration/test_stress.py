@@ -222,6 +222,7 @@ def test_progress_bar_on_a_terminal(scenario_file, tmp_path: Path) -> None:
     path = scenario_file("import lifeguard\n\n@lifeguard.scenario(timeout=20)\ndef quick():\n    pass\n")
     master, slave = pty.openpty()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("NO_COLOR", None)
     proc = subprocess.Popen([real_python(), "-m", "lifeguard", "run", str(path), "--repeat", "6", "-j", "2"],
                             stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=env, start_new_session=True)
     os.close(slave)
@@ -247,4 +248,6 @@ def test_progress_bar_on_a_terminal(scenario_file, tmp_path: Path) -> None:
             proc.wait(10)
         os.close(master)
     text = output.decode(errors="replace")
-    assert "\r  [" in text and "runs 6/6  failed 0" in text, text
+    assert "\r  [" in text and "runs 6/6  unexpected 0" in text, text
+    # A terminal gets colour: the verdict marks and the final state.
+    assert "\x1b[32mok \x1b[0m" in text and "\x1b[32mall as expected\x1b[0m" in text, text

@@ -100,7 +100,7 @@ def test_summary_line_with_statistics_and_modes() -> None:
 
 def test_summary_line_of_a_single_expected_run() -> None:
     one = replace(summary([CRASHED], Verdict.EXPECTED), modes=("fresh",))
-    assert summary_line(one) == "ok   pool[buggy]  1 runs: 1 crashed@exit  (expected crashed@exit) -> expected"
+    assert summary_line(one) == "ok   pool[buggy]  1 run: 1 crashed@exit  (expected crashed@exit) -> expected"
 
 
 def test_series_runs_in_run_order_and_junit() -> None:
