@@ -2,16 +2,17 @@
 
 pystack demangles C++ but leaves Rust's v0 symbols (``_RNvMs3_...10rayon_core5latch...``) as they are;
 findings and their runtime table need ``<rayon_core::latch::LockLatch>::wait_and_reset``. binutils'
-c++filt knows both manglings; every mangled name of a capture goes through one bounded call.
+c++filt knows both manglings; every mangled name of a capture goes through one bounded call
+(capture.bounded.run_bounded, as every external tool).
 """
 
 from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from dataclasses import replace
 
+from lifeguard.capture.bounded import run_bounded
 from lifeguard.model.stacks import Frame, ProcessStacks
 
 DEMANGLE_TIMEOUT = 10.0
@@ -30,20 +31,12 @@ def demangle_names(names: set[str]) -> dict[str, str]:
     tool = shutil.which("c++filt")
     if not mangled or tool is None:
         return {}
-    result = _filter([tool], "\n".join(mangled) + "\n")
-    lines = result.splitlines()
-    if len(lines) != len(mangled):
+    # c++filt demangles the names given as arguments, one a line, in order.
+    run = run_bounded([tool, *mangled], DEMANGLE_TIMEOUT)
+    lines = run.stdout.splitlines()
+    if run.returncode != 0 or len(lines) != len(mangled):
         return {}
     return {m: _clean(d) for m, d in zip(mangled, lines, strict=True) if d and d != m}
-
-
-def _filter(argv: list[str], text: str) -> str:
-    """Run a filter on ``text`` with a deadline (killed past it); empty output when it fails."""
-    try:
-        return subprocess.run(argv, input=text, capture_output=True, text=True, timeout=DEMANGLE_TIMEOUT,
-                              check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
 
 
 def demangled(processes: list[ProcessStacks]) -> list[ProcessStacks]:

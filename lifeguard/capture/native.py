@@ -190,7 +190,7 @@ def analyse_crash_cores(cores: list[Path], executable: str, *,
     processes = []
     for core in cores:
         program = core_executable(core) or executable  # a command's cores are of whatever crashed
-        processes.append(resolve_core(_analyse_core(core, program), core, program))
+        processes.append(resolve_core(_analyse_core(core, program), core))
         if not keep:
             os.unlink(core)
     return demangled(processes), []

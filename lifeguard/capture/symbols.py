@@ -9,10 +9,10 @@ against the live process (or the core) with every symbol table, in one bounded c
 from __future__ import annotations
 
 import shutil
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
+from lifeguard.capture.bounded import run_bounded
 from lifeguard.model.stacks import Frame, ProcessStacks
 
 RESOLVE_TIMEOUT = 10.0
@@ -44,10 +44,8 @@ def _addr2line(source: list[str], addresses: list[str]) -> dict[str, Location]:
     tool = shutil.which("eu-addr2line")
     if tool is None or not addresses:
         return {}
-    try:
-        done = subprocess.run([tool, *source, "-f", "-C", *addresses], capture_output=True, text=True,
-                              timeout=RESOLVE_TIMEOUT, check=False, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
+    done = run_bounded([tool, *source, "-f", "-C", *addresses], RESOLVE_TIMEOUT)
+    if done.returncode != 0:
         return {}
     lines = done.stdout.splitlines()
     if len(lines) != 2 * len(addresses):  # a function line and a file:line line per address
@@ -87,9 +85,9 @@ def resolve_live(processes: list[ProcessStacks]) -> list[ProcessStacks]:
     return out
 
 
-def resolve_core(process: ProcessStacks, core: Path, executable: str) -> ProcessStacks:
-    """Name the unnamed frames of a process read from ``core`` (before the core is deleted)."""
+def resolve_core(process: ProcessStacks, core: Path) -> ProcessStacks:
+    """Name the unnamed frames of a process read from ``core`` (before the core is deleted); the core's
+    own link map names every module."""
     addresses = _addresses(process)
-    del executable  # the core's own link map names every module
     names = _addr2line([f"--core={core}"], addresses) if addresses else {}
     return _named(process, names) if names else process

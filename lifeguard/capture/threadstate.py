@@ -71,7 +71,7 @@ def _syscall_name(text: str | None) -> str | None:
     return _SYSCALLS.get(number, f"syscall {number}")
 
 
-def read_thread(pid: int, tid: int) -> _Reading | None:
+def _read_thread(pid: int, tid: int) -> _Reading | None:
     base = f"/proc/{pid}/task/{tid}"
     stat = _read(f"{base}/stat")
     if stat is None:
@@ -95,11 +95,11 @@ def _tids(pid: int) -> list[int]:
         return []
 
 
-def read_tree(pids: Iterable[int]) -> dict[tuple[int, int], _Reading]:
+def _read_tree(pids: Iterable[int]) -> dict[tuple[int, int], _Reading]:
     readings = {}
     for pid in pids:
         for tid in _tids(pid):
-            reading = read_thread(pid, tid)
+            reading = _read_thread(pid, tid)
             if reading is not None:
                 readings[(pid, tid)] = reading
     return readings
@@ -107,10 +107,10 @@ def read_tree(pids: Iterable[int]) -> dict[tuple[int, int], _Reading]:
 
 def sample_tree(pids: list[int], window: float = SAMPLE_WINDOW) -> dict[tuple[int, int], KernelState]:
     """Each thread's KernelState from two readings ``window`` seconds apart."""
-    first = read_tree(pids)
+    first = _read_tree(pids)
     began = time.monotonic()
     time.sleep(window)
-    second = read_tree(pids)
+    second = _read_tree(pids)
     elapsed = time.monotonic() - began
     states = {}
     for key in first.keys() | second.keys():

@@ -83,9 +83,9 @@ def test_the_terminal_text_puts_findings_before_stacks() -> None:
     run = evidence("lockfork")
     text = evidence_text(replace(run, findings=tuple(diagnose(run))))
     assert text.index("finding [fork-deadlock]") < text.index("--- stacks, culprit first")
-    # A Python dump is not repeated when the native stacks already carry the Python frames.
-    assert "(faulthandler) ---" not in text or all(
-        not any(t.python_frames for t in p.threads) for p in run.backtraces)
+    # A Python dump is not repeated when the native stacks already carry the Python frames (pystack's here).
+    assert all(any(t.python_frames for t in p.threads) for p in run.backtraces)
+    assert "(faulthandler) ---" not in text
 
 
 def test_harness_frames_are_kept_in_report_json_and_marked() -> None:

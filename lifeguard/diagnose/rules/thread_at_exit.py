@@ -49,7 +49,7 @@ def check(evidence: Evidence) -> list[Finding]:
         return []  # after Py_Finalize, in exit()'s handlers: static-destructor-after-finalize's ground
     main_tid = main.tid if main is not None else process.pid
     running = [(t, what) for t in process.threads if t.tid != main_tid if (what := _running(t)) is not None]
-    if not running or (crashed.tid == main_tid and not running):
+    if not running:
         return []
     step = cleanup_step(main) if main is not None else None
     if crashed.tid != main_tid:

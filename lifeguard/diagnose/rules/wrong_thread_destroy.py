@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from lifeguard.child.protocol import GC_FOREIGN_THREAD
 from lifeguard.diagnose.activity import python_text
-from lifeguard.diagnose.crash import crash_frame, crashed_thread, foreign_frame, quote_text, where
+from lifeguard.diagnose.crash import crash_frame, crash_of, foreign_frame, quote_text, where
 from lifeguard.diagnose.evidence import Evidence, first_frame, thread_ref
 from lifeguard.diagnose.rules.wrong_thread_gc import GC_FUNCTIONS
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Finding, ThreadRef
+from lifeguard.model.stacks import Frame, ThreadStack
 
 KIND = "destroyed-on-wrong-thread"
 HINT = ("Let the owning thread destroy the object: drop the last reference on that thread, break reference cycles "
@@ -22,36 +23,39 @@ HINT = ("Let the owning thread destroy the object: drop the last reference on th
 DEALLOC_FUNCTIONS = ("subtype_dealloc", "_Py_Dealloc", "Py_DecRef", "tp_dealloc", "PyObject_GC_Del")
 
 
+def _dealloc_frame(thread: ThreadStack) -> Frame | None:
+    """The deallocation the crashing thread is in: CPython's dealloc machinery, a type's *_dealloc, a C++
+    destructor."""
+    at = first_frame(thread, DEALLOC_FUNCTIONS)
+    if at is not None:
+        return at[1]
+    return next((f for f in thread.frames
+                 if (f.function or "").endswith("_dealloc") or "::~" in (f.function or "")), None)
+
+
 def check(evidence: Evidence) -> list[Finding]:
-    if evidence.outcome is not Outcome.CRASHED:
+    hit = crash_of(evidence)
+    if hit is None and evidence.outcome is not Outcome.CRASHED:
         return []
-    hit = crashed_thread(evidence)
-    foreign_gc = any(e.name == GC_FOREIGN_THREAD for e in evidence.events)
-    if foreign_gc and (hit is None or first_frame(hit[1], GC_FUNCTIONS) is not None):
+    in_gc = hit is not None and first_frame(hit[1], GC_FUNCTIONS) is not None
+    if any(e.name == GC_FOREIGN_THREAD for e in evidence.events) and (hit is None or in_gc):
         return []  # a collection on a foreign thread freed it: wrong-thread-gc tells that, quoting the library
     said, quote = quote_text(evidence)
     by_message = quote is not None and quote.message.about == "wrong-thread"
-    dealloc = None
-    on_other = False
-    if hit is not None:
-        process, thread = hit
-        dealloc = first_frame(thread, DEALLOC_FUNCTIONS) or next(
-            ((n, f) for n, f in enumerate(thread.frames) if (f.function or "").endswith("_dealloc")
-             or "::~" in (f.function or "")), None)
-        on_other = thread.tid != process.pid
-    if not by_message and not (hit is not None and dealloc is not None and on_other
-                               and (first_frame(hit[1], GC_FUNCTIONS) is not None)):
+    dealloc = _dealloc_frame(hit[1]) if hit is not None else None
+    # Without the library saying so: a non-main thread crashed deallocating inside a garbage collection.
+    by_stack = hit is not None and dealloc is not None and in_gc and hit[1].tid != hit[0].pid
+    if not (by_message or by_stack):
         return []
     summary = "an object was destroyed on a thread that does not own it"
     threads: tuple[ThreadRef, ...] = ()
     frames: tuple[str, ...] = ()
     if hit is not None:
         process, thread = hit
-        gc = first_frame(thread, GC_FUNCTIONS)
         summary += (f": thread {thread.tid}" + (" (the main thread)" if thread.tid == process.pid else
                                                 f" ({thread.name})" if thread.name else "")
-                    + (f" freed it in {where(dealloc[1])}" if dealloc else "")
-                    + (" during a garbage collection" if gc else ""))
+                    + (f" freed it in {where(dealloc)}" if dealloc else "")
+                    + (" during a garbage collection" if in_gc else ""))
         native = foreign_frame(thread)
         if native is not None:
             summary += f", in {where(native)}"
