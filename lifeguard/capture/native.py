@@ -128,12 +128,20 @@ def fallback_hang_hook(backends: tuple[HangBackend, ...]) -> CaptureHook:
     """The one hook that reads a hung tree: every process in parallel, each by the first back end of
     ``backends`` that can read it. One hook, not one per back end, so no process is read twice."""
 
+    def one(context: HangContext, pid: int) -> ProcessStacks:
+        budget = min(HANG_CAPTURE_TIMEOUT, context.deadline - time.monotonic())
+        if context.cancel is not None and context.cancel.is_set():
+            return ProcessStacks(pid=pid, error="not read: the session was stopped during the capture")
+        if budget < MIN_ATTEMPT:
+            return ProcessStacks(pid=pid, error="not read: the run's capture budget was spent on other processes")
+        return capture_process(pid, backends, budget)
+
     def capture(context: HangContext) -> list[ProcessStacks]:
         pids = list(context.pids)
         if len(pids) <= 1:
-            return [capture_process(pid, backends) for pid in pids]
+            return [one(context, pid) for pid in pids]
         with ThreadPoolExecutor(max_workers=min(len(pids), MAX_PARALLEL_CAPTURES)) as pool:
-            return list(pool.map(lambda pid: capture_process(pid, backends), pids))
+            return list(pool.map(lambda pid: one(context, pid), pids))
 
     return capture
 

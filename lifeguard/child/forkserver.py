@@ -55,6 +55,14 @@ def _send(sock: socket.socket, message: dict[str, Any]) -> None:
 
 def _child(sock: socket.socket, wakeup: tuple[int, int], request: dict[str, Any], fds: list[int]) -> None:
     """In the forked child: become the run's process, run the body, exit as asked."""
+    join = request.get(protocol.REQUEST_JOIN)
+    if join:  # first of all, before anything of the run's can fork: nothing may start outside its cgroup
+        try:
+            with open(join, "w") as f:
+                f.write(str(os.getpid()))
+        except OSError as exc:
+            os.write(fds[2], f"lifeguard: the run could not join its cgroup {join}: {exc}\n".encode())
+            os._exit(70)
     events_fd, out_fd, err_fd = fds
     sock.close()
     for fd in wakeup:

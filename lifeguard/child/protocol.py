@@ -24,6 +24,11 @@ JITTER_ENV = "LIFEGUARD_JITTER_US"  # the jitter perturbation's bound, read by h
 # It reaches them through SITE_HOOK_FILE, on the PYTHONPATH lifeguard gives the run.
 ATTACH_ENV = "LIFEGUARD_ATTACH"
 
+# --- environment variables the supervisor reads ------------------------------------------------------
+# How runs' processes are tracked: "auto" (a cgroup where one is writable, else the subreaper), "cgroup" or
+# "subreaper" (forced: the fallback's own tests, or a machine whose cgroups misbehave).
+MEMBERSHIP_ENV = "LIFEGUARD_MEMBERSHIP"
+
 # --- the run spec: keys of the dict in SPEC_ENV (or in a fork-server request) ----------------------
 SPEC_KEYS = (
     "kind",  # "function", "script" or "code"
@@ -84,4 +89,5 @@ SERVER_STARTED = "started"  # server -> supervisor: {"started": pid}, in request
 SERVER_EXITED = "exited"  # server -> supervisor: {"exited": pid, "status": wait status}
 REQUEST_SPEC = "spec"  # supervisor -> server: {"spec": SPEC_KEYS dict, "env": the run's added environment}
 REQUEST_ENV = "env"
+REQUEST_JOIN = "join"  # supervisor -> server: the cgroup.procs file the forked child writes its pid to first ("": none)
 SERVER_STATUS = "status"  # with SERVER_EXITED: the exit code (negative: killed by that signal)

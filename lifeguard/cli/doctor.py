@@ -14,6 +14,7 @@ from lifeguard.capture.native import available_hang_backends
 from lifeguard.capture.pystack_backend import INSTALL_HINT as PYSTACK_INSTALL
 from lifeguard.capture.pystack_backend import probe_pystack
 from lifeguard.interpreter import Interpreter
+from lifeguard.run.containment import Containment
 
 CAP_SYS_PTRACE = 19
 TOOL_TIMEOUT = 15.0
@@ -129,6 +130,19 @@ def check_python_gdb(interp: Interpreter) -> Check:
                  "(Debian: apt-get install python3-dbg)")
 
 
+def check_membership() -> Check:
+    """How runs' processes are tracked: a cgroup per run (nothing escapes it) or the subreaper (an orphan
+    that drops its session and environment while its parent exits between two looks can be missed)."""
+    found = Containment()
+    try:
+        if found.session is not None:
+            return Check("membership", True, f"{found.mechanism}: a cgroup per run under {found.session.path.parent}")
+        return Check("membership", False, f"subreaper with recorded ancestry ({found.why_not_cgroup})",
+                     "run as root, or give lifeguard a writable cgroup (a delegated cgroup v2 subtree)")
+    finally:
+        found.close()
+
+
 def run_checks(interp: Interpreter) -> list[Check]:
-    return [check_capture(), check_gdb(), check_ptrace(), check_cores(), check_compiler(), check_headers(interp),
-            check_python_gdb(interp)]
+    return [check_membership(), check_capture(), check_gdb(), check_ptrace(), check_cores(), check_compiler(),
+            check_headers(interp), check_python_gdb(interp)]

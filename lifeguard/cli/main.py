@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -12,6 +11,7 @@ from lifeguard import __version__
 from lifeguard.cli.commands import COMMANDS
 from lifeguard.cli.options import Parser
 from lifeguard.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, LifeguardError
+from lifeguard.run.shutdown import shutdown
 
 
 def build_parser() -> Parser:
@@ -43,24 +43,15 @@ def parse(parser: Parser, argv: list[str]) -> argparse.Namespace:
     return args
 
 
-# Signals that end a session like Ctrl-C: every child killed, what finished written. The exit code
-# is the shell's convention for the signal (128 + its number: 143 for SIGTERM, 129 for SIGHUP).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
+    """Stop signals end a session like Ctrl-C (lifeguard.run.shutdown): every child killed, what finished
+    written, and the shell's code for the first signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP, 131 SIGQUIT)."""
     parser = build_parser()
-    stopped: list[int] = []  # the first stop signal that arrived
-
-    def stop(signum: int, frame: object) -> None:
-        stopped.append(signum)
-        raise KeyboardInterrupt
-
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, stop)
+    shutdown.install()
     code = _main(parser, argv)
-    if code == EXIT_INTERRUPTED and stopped:
-        return 128 + stopped[0]
+    shutdown.stop_timer()
+    if shutdown.exit_code is not None:
+        return shutdown.exit_code
     return code
 
 

@@ -274,6 +274,7 @@ class Session:
     duration: float = 0.0
     runs_dir: Path | None = None
     base_seed: int = 0
+    membership: str = ""  # how runs' processes were tracked: "cgroup2", "cgroup1-pids" or "subreaper"
 
     @property
     def all_expected(self) -> bool:

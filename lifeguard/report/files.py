@@ -53,6 +53,7 @@ def report_dict(session: Session) -> dict[str, Any]:
         "duration": round(session.duration, 3),
         "interrupted": session.interrupted,
         "stopped": session.stopped,
+        "membership": session.membership,
         "all_expected": session.all_expected,
         "summaries": [s.to_dict() for s in session.summaries],
         "runs": [r.to_dict() for r in sorted(session.results, key=lambda r: (r.scenario, r.variant, r.index))],

@@ -18,9 +18,10 @@ from lifeguard.model.run import RunSpec, StartMode
 from lifeguard.model.scenario import Scenario
 from lifeguard.model.stats import series_stats
 from lifeguard.plan.scheduler import PlanOptions, Scheduler, build_all, series_of
+from lifeguard.run.containment import containment
 from lifeguard.run.launch import no_inherited_cores
 from lifeguard.run.live import LiveOutput
-from lifeguard.run.proctree import become_subreaper
+from lifeguard.run.shutdown import shutdown
 from lifeguard.run.supervise import CaptureHook, RunInterrupted, run_once
 
 if TYPE_CHECKING:
@@ -145,7 +146,8 @@ class Engine:
         session.runs_dir = runs_dir
         scheduler = Scheduler(series, options, self.interpreter, built, runs_dir)
         session.base_seed = scheduler.base_seed
-        become_subreaper()
+        # The subreaper, the session's cgroup folder and the watchdog, before the first run.
+        session.membership = containment().mechanism
         servers = LazyServers(self.interpreter)  # starts a server only when a run asks for one
         for sink in self.sinks:
             sink.start(session, scheduler.total)
@@ -156,13 +158,14 @@ class Engine:
             session.interrupted = True
             self.cancel.set()
         finally:
-            servers.close()
-            session.duration = time.monotonic() - began
-            session.summaries = summarise(session, series)
-            for sink in self.sinks:
-                sink.finish(session)
-            if temporary and not any(r.outcome is not Outcome.PASSED for r in session.results):
-                shutil.rmtree(runs_dir, ignore_errors=True)
+            with shutdown.protected():  # a second stop signal must not cut the reports short
+                servers.close()
+                session.duration = time.monotonic() - began
+                session.summaries = summarise(session, series)
+                for sink in self.sinks:
+                    sink.finish(session)
+                if temporary and not any(r.outcome is not Outcome.PASSED for r in session.results):
+                    shutil.rmtree(runs_dir, ignore_errors=True)
         return session
 
     def _one(self, spec: RunSpec, servers: LazyServers, began: float) -> RunResult | None:

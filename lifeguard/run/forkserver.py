@@ -15,17 +15,21 @@ import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 from lifeguard.child import protocol
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.result import RunResult
 from lifeguard.model.run import RunSpec
+from lifeguard.run.containment import containment, spawn
 from lifeguard.run.launch import RunFiles, child_env, child_path_dir, child_spec, precompile_child_side
 from lifeguard.run.live import LiveOutput
-from lifeguard.run.supervise import CaptureHook, supervise
+from lifeguard.run.relay import Relays
+from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP, CaptureHook, supervise
 
 START_TIMEOUT = 30.0  # the server's own start-up (imports) and each fork reply
 CLOSE_TIMEOUT = 5.0
+ORPHAN_POLL = 0.02  # a run whose server died is waited for by polling (it is no Popen of ours)
 
 
 class ForkServerError(RuntimeError):
@@ -41,8 +45,10 @@ class ForkServer:
         boot = (f"import sys; sys.path.insert(0, {str(child_path_dir())!r}); "
                 f"from lifeguard.child import forkserver; forkserver.serve({theirs.fileno()})")
         env = dict(os.environ, **{protocol.CHILD_ENV: "1"})
-        self.proc = subprocess.Popen(
-            [interpreter.executable, "-X", "faulthandler", "-u", "-c", boot], env=env,
+        session = containment().session  # the server lives in the session's folder: the watchdog's kill covers it
+        self.proc = spawn(
+            [interpreter.executable, "-X", "faulthandler", "-u", "-c", boot],
+            session.procs_file if session is not None else None, parent_death=False, env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             pass_fds=(theirs.fileno(),), start_new_session=True,
         )
@@ -79,11 +85,13 @@ class ForkServer:
             self._dead = True
             self._cond.notify_all()
 
-    def fork(self, spec: RunSpec, run_id: str, fds: tuple[int, int, int]) -> int:
-        """Ask for one run; returns the forked child's pid."""
+    def fork(self, spec: RunSpec, run_id: str, fds: tuple[int, int, int], join: Path | None) -> int:
+        """Ask for one run (whose child first joins the cgroup of ``join``); returns the forked child's pid."""
         events_fd, out_fd, err_fd = fds
         env = child_env(spec, run_id, events_fd=events_fd)
-        line = (json.dumps({protocol.REQUEST_SPEC: child_spec(spec), protocol.REQUEST_ENV: env}) + "\n").encode()
+        request = {protocol.REQUEST_SPEC: child_spec(spec), protocol.REQUEST_ENV: env,
+                   protocol.REQUEST_JOIN: str(join) if join is not None else ""}
+        line = (json.dumps(request) + "\n").encode()
         with self._send_lock:
             if self._dead:
                 raise ForkServerError("the fork-server is gone")
@@ -135,8 +143,26 @@ class ForkedHandle:
 
     def wait_step(self, timeout: float) -> bool:
         if self._returncode is None:
-            self._returncode = self.server.wait_exit(self.pid, timeout)
+            if self.server.alive:
+                self._returncode = self.server.wait_exit(self.pid, timeout)
+            else:
+                self._returncode = self._wait_orphan(timeout)
         return self._returncode is not None
+
+    def _wait_orphan(self, timeout: float) -> int | None:
+        """The server died under its run: the run was re-parented to us (the subreaper), so we wait for it."""
+        news = self.server.wait_exit(self.pid, 0)  # its last reply may have made it
+        if news is not None:
+            return news
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:  # not ours (yet): the kernel re-parents it as the server exits
+            time.sleep(min(timeout, ORPHAN_POLL))
+            return None
+        if pid == 0:
+            time.sleep(min(timeout, ORPHAN_POLL))
+            return None
+        return os.waitstatus_to_exitcode(status)
 
     @property
     def returncode(self) -> int | None:
@@ -165,17 +191,24 @@ class ForkServers:
 
     def run(self, spec: RunSpec, *, cancel: threading.Event | None = None,
             capture_hooks: tuple[CaptureHook, ...] = (), live: LiveOutput | None = None) -> RunResult:
-        files, fds = RunFiles.create(spec.run_dir)
+        files, events_fd = RunFiles.create(spec.run_dir)
+        relays = Relays(spec, files.stdout, files.stderr, DEFAULT_OUTPUT_CAP, live)
         run_id = os.urandom(16).hex()
+        membership = containment().for_run(run_id)
         started = time.monotonic()
         try:
             server = self._get()
-            pid = server.fork(spec, run_id, fds)
+            pid = server.fork(spec, run_id, (events_fd, *relays.child_ends), membership.join_file())
+            membership.started(pid)
+        except BaseException:
+            membership.close()
+            relays.close()
+            raise
         finally:
-            for fd in fds:
-                os.close(fd)
-        return supervise(spec, ForkedHandle(server, pid), run_id, files, started, cancel=cancel,
-                         capture_hooks=capture_hooks, live=live)
+            os.close(events_fd)
+            relays.started()
+        return supervise(spec, ForkedHandle(server, pid), membership, files, relays, started, cancel=cancel,
+                         capture_hooks=capture_hooks)
 
     def close(self) -> None:
         with self._lock:

@@ -174,17 +174,15 @@ class RunFiles:
     events: Path
 
     @classmethod
-    def create(cls, run_dir: Path) -> tuple[RunFiles, tuple[int, int, int]]:
-        """Make the folder and open (events, stdout, stderr) for the child: O_APPEND, so
-        lines from several processes never interleave and capping can truncate."""
+    def create(cls, run_dir: Path) -> tuple[RunFiles, int]:
+        """Make the folder and open the result channel for the child: O_APPEND, so lines from several
+        processes never interleave. stdout and stderr reach their files through relays (run.relay)."""
         if run_dir.exists():  # a folder left by an earlier session: its files would mix with ours
             shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True, exist_ok=True)
         files = cls(run_dir, run_dir / protocol.STDOUT_FILE, run_dir / protocol.STDERR_FILE, run_dir / EVENTS_FILE)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC | os.O_CLOEXEC
-        fds = (os.open(files.events, flags, 0o644), os.open(files.stdout, flags, 0o644),
-               os.open(files.stderr, flags, 0o644))
-        return files, fds
+        return files, os.open(files.events, flags, 0o644)
 
 
 def child_spec(spec: RunSpec) -> dict[str, Any]:

@@ -30,6 +30,7 @@ class ProcInfo:
     sid: int
     state: str
     comm: str
+    start: int = 0  # start time in clock ticks after boot: orders processes (pids are reused)
 
 
 def become_subreaper() -> bool:
@@ -51,7 +52,8 @@ def read_proc(pid: int) -> ProcInfo | None:
     head, _, rest = data.rpartition(")")
     fields = rest.split()
     comm = head.partition("(")[2]
-    return ProcInfo(pid=pid, ppid=int(fields[1]), sid=int(fields[3]), state=fields[0], comm=comm)
+    return ProcInfo(pid=pid, ppid=int(fields[1]), sid=int(fields[3]), state=fields[0], comm=comm,
+                    start=int(fields[19]) if len(fields) > 19 else 0)
 
 
 def all_processes() -> dict[int, ProcInfo]:

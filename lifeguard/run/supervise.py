@@ -26,16 +26,12 @@ from lifeguard.model.outcomes import Phase
 from lifeguard.model.result import Leftover, RunResult
 from lifeguard.model.run import RunKind, RunSpec
 from lifeguard.run.classify import classify, lead_pid, phase_of, read_events
+from lifeguard.run.containment import containment, spawn
 from lifeguard.run.launch import DUMP_SIGNAL, RunFiles, child_argv, child_env, child_spec, precompile_child_side
-from lifeguard.run.live import LIVE_POLL_INTERVAL, LiveOutput, Tail
-from lifeguard.run.proctree import (
-    kill_tree,
-    leftovers_after_exit,
-    read_proc,
-    reap_orphans,
-    run_tree,
-    signal_caught,
-)
+from lifeguard.run.live import LiveOutput
+from lifeguard.run.membership import RunMembership
+from lifeguard.run.proctree import read_proc, signal_caught
+from lifeguard.run.relay import Relays
 
 if TYPE_CHECKING:  # stacks are read only for a run that failed: a passing session never imports them
     from lifeguard.model.stacks import ProcessStacks
@@ -48,6 +44,12 @@ POLL_INTERVAL = 0.25
 # calling it a leftover.
 LEFTOVER_GRACE = 0.2
 DEFAULT_OUTPUT_CAP = 16 * 1024 * 1024
+# Everything after a hang's deadline, whatever the process count or a tool that hangs: native capture,
+# faulthandler dumps and the kill. A run therefore ends within its timeout + CAPTURE_BUDGET.
+CAPTURE_BUDGET = 30.0
+KILL_BUDGET = 3.0  # the tree kill and reap after the capture (cgroup.kill settles in milliseconds)
+NATIVE_BUDGET = CAPTURE_BUDGET - DUMP_TIMEOUT - KILL_BUDGET
+assert NATIVE_BUDGET > 0
 
 
 class RunInterrupted(Exception):
@@ -57,38 +59,19 @@ class RunInterrupted(Exception):
 @dataclass
 class HangContext:
     """What a native capture hook receives when a run's deadline passes (before any
-    faulthandler dump: see supervise)."""
+    faulthandler dump: see supervise). It must be done by ``deadline`` (time.monotonic()) and stop
+    early once ``cancel`` is set, saying what it did not read."""
 
     spec: RunSpec
     pids: list[int]
+    deadline: float = float("inf")
+    cancel: threading.Event | None = None
 
 
 class CaptureHook(Protocol):
     """Native capture at a hang's deadline (lifeguard.capture.native): the stacks of every live process."""
 
     def __call__(self, context: HangContext) -> list[ProcessStacks]: ...
-
-
-def _cap_output(path: Path, cap: int) -> bool:
-    """Keep an output file under ``cap`` while the child writes to it.
-
-    The child's descriptor is O_APPEND, so after truncation its writes land at
-    the new end: we keep the newest half and mark what was dropped.
-    """
-    try:
-        size = path.stat().st_size
-    except OSError:
-        return False
-    if size <= cap:
-        return False
-    keep = cap // 2
-    with open(path, "r+b") as f:
-        f.seek(size - keep)
-        newest = f.read(keep)
-        f.seek(0)
-        f.truncate()
-        f.write(f"[lifeguard: {size - keep} bytes of output dropped]\n".encode() + newest)
-    return True
 
 
 class ChildHandle(Protocol):
@@ -149,11 +132,10 @@ class PopenHandle:
             self._pidfd = None
 
 
-def _wait_exit(handle: ChildHandle, deadline: float, cancel: threading.Event | None,
-               outputs: tuple[Path, ...], cap: int, tail: Tail | None = None) -> bool:
-    """Wait for the child until the deadline; True if it exited. A live run's new output is handed on
-    at every look, before its files are capped."""
-    interval = LIVE_POLL_INTERVAL if tail is not None else POLL_INTERVAL
+def _wait_exit(handle: ChildHandle, membership: RunMembership, deadline: float,
+               cancel: threading.Event | None) -> bool:
+    """Wait for the child until the deadline; True if it exited. Its zombie orphans are reaped as they come."""
+    interval = POLL_INTERVAL
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -162,11 +144,7 @@ def _wait_exit(handle: ChildHandle, deadline: float, cancel: threading.Event | N
             raise RunInterrupted()
         if handle.wait_step(min(remaining, interval)):
             return True
-        if tail is not None:
-            tail.pump()
-        for out in outputs:
-            if _cap_output(out, cap) and tail is not None:
-                tail.capped(out)
+        membership.watch()
 
 
 def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
@@ -210,31 +188,36 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
     """Run ``spec`` in a fresh child and return its classified result (its output handed to ``live``
     as it comes, when given)."""
     precompile_child_side(spec.interpreter.executable, spec.interpreter.version)
-    files, (events_fd, out_fd, err_fd) = RunFiles.create(spec.run_dir)
+    files, events_fd = RunFiles.create(spec.run_dir)
+    relays = Relays(spec, files.stdout, files.stderr, output_cap, live)
+    out_fd, err_fd = relays.child_ends
     run_id = os.urandom(16).hex()
     env = dict(os.environ)
     env.update(child_env(spec, run_id, events_fd=events_fd))
     if spec.kind is not RunKind.COMMAND:  # a command gets no bootstrap: its Python processes attach
         env[SPEC_ENV] = repr(child_spec(spec))
+    membership = containment().for_run(run_id)
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(
-            child_argv(spec), cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL,
+        proc = spawn(
+            child_argv(spec), membership.join_file(), cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL,
             stdout=out_fd, stderr=err_fd, pass_fds=(events_fd,), start_new_session=True,
         )
+        membership.started(proc.pid)
     except OSError as exc:  # a command that is not there, not executable, or a folder that went away
+        membership.close()
+        relays.close()
         raise UsageError(f"cannot start {child_argv(spec)[0]!r} in {spec.cwd}: {exc.strerror or exc}") from None
     finally:
         os.close(events_fd)
-        os.close(out_fd)
-        os.close(err_fd)
-    return supervise(spec, PopenHandle(proc), run_id, files, started, cancel=cancel,
-                     capture_hooks=capture_hooks, output_cap=output_cap, live=live)
+        relays.started()
+    return supervise(spec, PopenHandle(proc), membership, files, relays, started, cancel=cancel,
+                     capture_hooks=capture_hooks)
 
 
-def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, started: float, *,
-              cancel: threading.Event | None = None, capture_hooks: tuple[CaptureHook, ...] = (),
-              output_cap: int = DEFAULT_OUTPUT_CAP, live: LiveOutput | None = None) -> RunResult:
+def supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, files: RunFiles, relays: Relays,
+              started: float, *, cancel: threading.Event | None = None,
+              capture_hooks: tuple[CaptureHook, ...] = ()) -> RunResult:
     """Watch a started run to its end: deadline, escalation ladder, leftovers, verdict data."""
     python_stacks: dict[str, str] = {}
     backtraces: list[ProcessStacks] = []
@@ -244,12 +227,11 @@ def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, 
     hung_pids: list[int] = []
     phase_at_deadline: Phase | None = None
     interrupted = False
-    tail = Tail(spec, live, files.stdout, files.stderr) if live is not None else None
     try:
-        exited = _wait_exit(handle, started + spec.timeout, cancel, (files.stdout, files.stderr), output_cap, tail)
+        exited = _wait_exit(handle, membership, started + spec.timeout, cancel)
         if not exited:
             hung = True
-            hung_pids = run_tree(handle.pid, run_id)
+            hung_pids = membership.members()
             # The phase is what the tree was doing at the deadline: the dump
             # signal below may interrupt a blocking call and let the body move on.
             events = read_events(files.events)
@@ -257,7 +239,7 @@ def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, 
             # Native capture first: the dump signal interrupts blocking calls (a join
             # wakes up and queues for the GIL), which would change the very deadlock
             # gdb is about to show. The faulthandler dumps come right after.
-            context = HangContext(spec, hung_pids)
+            context = HangContext(spec, hung_pids, deadline=time.monotonic() + NATIVE_BUDGET, cancel=cancel)
             for hook in capture_hooks:
                 try:
                     backtraces.extend(hook(context))
@@ -265,10 +247,10 @@ def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, 
                     notes.append(f"native capture failed: {exc!r}")
             python_stacks = dump_python_stacks(hung_pids, files.run_dir)
         else:
-            left = leftovers_after_exit(handle.pid, run_id)
+            left = _leftovers(handle, membership)
             if left:
                 time.sleep(LEFTOVER_GRACE)
-                left = leftovers_after_exit(handle.pid, run_id)
+                left = _leftovers(handle, membership)
             for pid in left:
                 info = read_proc(pid)
                 leftovers.append(Leftover(pid, info.comm if info else "?", info.ppid if info else None))
@@ -276,19 +258,21 @@ def supervise(spec: RunSpec, handle: ChildHandle, run_id: str, files: RunFiles, 
         interrupted = True
         raise
     finally:
-        if hung or leftovers or interrupted:
-            killed = kill_tree(handle.pid, run_id)
-            _finish(handle, killed)
-        if tail is not None:
-            tail.close()
+        try:
+            if hung or leftovers or interrupted:
+                membership.kill()
+                handle.reap(timeout=5)
+        finally:
+            membership.close()
+            relays.close()  # every writer is gone now: the output files are complete
     duration = time.monotonic() - started
     return classify(spec, files, handle.pid, None if hung else handle.returncode, duration, hung=hung,
                     hung_pids=hung_pids, python_stacks=python_stacks, backtraces=backtraces,
                     leftovers=leftovers, phase_at_deadline=phase_at_deadline, notes=tuple(notes))
 
 
-def _finish(handle: ChildHandle, killed: list[int]) -> None:
-    handle.reap(timeout=5)
-    reap_orphans([p for p in killed if p != handle.pid])
+def _leftovers(handle: ChildHandle, membership: RunMembership) -> list[int]:
+    """Live members of a run whose main process has exited."""
+    return [pid for pid in membership.members() if pid != handle.pid]
 
 

@@ -1,0 +1,125 @@
+"""The watchdog: a tiny process that kills every live run's tree when the supervisor vanishes.
+
+Started by the supervisor before the first run (``python -I -S watchdog.py RUN_ID_ENV``, standard library only), in a
+session of its own and deaf to the terminal's signals, it reads lines from the pipe the supervisor holds:
+
+  cgroup PATH        a session's cgroup folder: every run of the session lives below it
+  run SID RUN_ID     a run tracked without cgroups: its session id and the marker in its environment
+  done SID           that run is over
+
+End of file means the supervisor is gone, whether it exited, was killed by SIGKILL or crashed: everything
+still registered is killed (a folder with ``cgroup.kill``, or ``pids.max = 0`` and kill rounds; a run
+without cgroups by its process group and a /proc scan for its session and marker), then the watchdog
+exits. After an orderly shutdown nothing is left to kill and it just exits.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+KILL_ROUNDS = 50
+ROUND_PAUSE = 0.01
+
+
+def _members(folder: str) -> list[int]:
+    pids: list[int] = []
+    for path, _, _ in os.walk(folder):
+        try:
+            with open(os.path.join(path, "cgroup.procs")) as f:
+                pids.extend(int(word) for word in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def kill_folder(folder: str) -> None:
+    for path in (os.path.join(folder, "cgroup.kill"), os.path.join(folder, "pids.max")):
+        try:
+            with open(path, "w") as f:  # cgroup.kill: all at once; pids.max 0 (v1): no more forks
+                f.write("1" if path.endswith("kill") else "0")
+            break
+        except OSError:
+            continue
+    for _ in range(KILL_ROUNDS):
+        pids = _members(folder)
+        if not pids:
+            break
+        for pid in pids:
+            _kill(pid)
+        time.sleep(ROUND_PAUSE)
+    for path, _, _ in sorted(os.walk(folder), key=lambda item: -len(item[0])):
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+
+
+def _session_and_environ(pid: int) -> tuple[int, bytes]:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            sid = int(f.read().rpartition(b")")[2].split()[4])
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return sid, f.read()
+    except (OSError, ValueError, IndexError):
+        return -1, b""
+
+
+def kill_runs(runs: dict[int, str], marker: str) -> None:
+    markers = {f"{marker}={run_id}".encode() for run_id in runs.values()}
+    me = os.getpid()
+    for _ in range(KILL_ROUNDS):
+        found = False
+        for sid in runs:
+            try:
+                os.killpg(sid, signal.SIGKILL)
+                found = True
+            except OSError:
+                pass
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == me:
+                continue
+            sid, environ = _session_and_environ(int(entry))
+            if sid in runs or markers.intersection(environ.split(b"\0")):
+                _kill(int(entry))
+                found = True
+        if not found:
+            return
+        time.sleep(ROUND_PAUSE)
+
+
+def main() -> None:
+    # The run marker's variable name comes as the argument: this file runs without the package on its path.
+    marker = sys.argv[1]
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGTSTP, signal.SIGPIPE):
+        signal.signal(signum, signal.SIG_IGN)  # only the end of the pipe ends us
+    folders: list[str] = []
+    runs: dict[int, str] = {}
+    for raw in sys.stdin.buffer:
+        line = raw.decode(errors="surrogateescape").rstrip("\n")
+        words = line.split()
+        if line.startswith("cgroup "):
+            folders.append(line.partition(" ")[2])  # a path may hold spaces
+        elif len(words) == 3 and words[0] == "run" and words[1].isdigit():
+            runs[int(words[1])] = words[2]
+        elif len(words) == 2 and words[0] == "done" and words[1].isdigit():
+            runs.pop(int(words[1]), None)
+        elif line.startswith("released "):
+            folders = [f for f in folders if f != line.partition(" ")[2]]
+    for folder in folders:
+        kill_folder(folder)
+    if runs:
+        kill_runs(runs, marker)
+
+
+if __name__ == "__main__":
+    main()

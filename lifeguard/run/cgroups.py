@@ -1,0 +1,206 @@
+"""cgroup folders for runs: a membership no process of the run can leave by forking, setsid or an empty
+environment (only a write to another cgroup's ``cgroup.procs``, which needs the supervisor's own rights).
+
+A session gets one folder under the supervisor's own cgroup (``lifeguard-PID-XXXX``), each run one folder
+inside it: the whole session can be killed with one write (the watchdog does that when the supervisor
+vanishes), a run with one write to its own ``cgroup.kill``. cgroup v2 is preferred (``cgroup.kill`` kills
+atomically, no fork can outrun it); the v1 ``pids`` hierarchy is the fallback, where ``pids.max = 0`` stops
+every fork before the members are killed in rounds. Nothing here starts a process.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# A kill is done when the folder has no live member; the kernel needs a moment after cgroup.kill.
+KILL_SETTLE_TIMEOUT = 2.0
+KILL_ROUNDS = 50  # v1 only: members are killed in rounds (pids.max = 0 already stops new forks)
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """A writable cgroup hierarchy: ``version`` 2 (the unified one) or 1 (the ``pids`` controller's)."""
+
+    version: int
+    base: Path  # the supervisor's own cgroup in that hierarchy: run folders are made below it
+    view: str  # the same cgroup as /proc/PID/cgroup names it
+
+    @property
+    def name(self) -> str:
+        return "cgroup2" if self.version == 2 else "cgroup1-pids"
+
+
+def _mounts() -> list[tuple[str, str, str, str]]:
+    """(root, mount point, fstype, super options) of every mount, from /proc/self/mountinfo."""
+    found = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                parts = line.split()
+                sep = parts.index("-")
+                found.append((parts[3], parts[4], parts[sep + 1], parts[sep + 3] if len(parts) > sep + 3 else ""))
+    except (OSError, ValueError, IndexError):
+        return []
+    return found
+
+
+def _own_cgroups() -> dict[str, str]:
+    """Our cgroup path per hierarchy: "" for the unified one, else its controller list."""
+    own = {}
+    try:
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                own[controllers] = path
+    except (OSError, ValueError):
+        return {}
+    return own
+
+
+def _below(mount: str, root: str, path: str) -> Path:
+    """Where our cgroup ``path`` lies under a mount of the hierarchy's ``root`` (cgroup namespaces)."""
+    relative = os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
+    return Path(mount) / ("" if relative == "." else relative)
+
+
+def find_hierarchies() -> list[Hierarchy]:
+    """The hierarchies a run folder could live in, best first (not yet checked for write access)."""
+    own = _own_cgroups()
+    found = []
+    for root, mount, fstype, _ in _mounts():
+        if fstype == "cgroup2" and "" in own:
+            found.append(Hierarchy(2, _below(mount, root, own[""]), own[""]))
+    for root, mount, fstype, options in _mounts():
+        if fstype == "cgroup" and "pids" in options.split(","):
+            path = next((p for c, p in own.items() if "pids" in c.split(",")), None)
+            if path is not None:
+                found.append(Hierarchy(1, _below(mount, root, path), path))
+    return found
+
+
+class CgroupFolder:
+    """One cgroup folder: its members, a kill that leaves none, removal."""
+
+    def __init__(self, hierarchy: Hierarchy, path: Path) -> None:
+        self.hierarchy = hierarchy
+        self.path = path
+        relative = path.relative_to(hierarchy.base).as_posix()
+        self.view = hierarchy.view.rstrip("/") + "/" + relative  # as /proc/PID/cgroup names it
+
+    @classmethod
+    def create(cls, hierarchy: Hierarchy, path: Path) -> CgroupFolder:
+        path.mkdir()
+        return cls(hierarchy, path)
+
+    @property
+    def procs_file(self) -> Path:
+        return self.path / "cgroup.procs"
+
+    def members(self) -> list[int]:
+        """Every process in this folder and the folders below it (a run may make its own)."""
+        pids: list[int] = []
+        for folder, _, _ in os.walk(self.path):
+            try:
+                with open(os.path.join(folder, "cgroup.procs")) as f:
+                    pids.extend(int(word) for word in f.read().split())
+            except (OSError, ValueError):
+                continue
+        return pids
+
+    def kill(self) -> list[int]:
+        """SIGKILL every member until none is left; returns the pids that were members."""
+        seen = self.members()
+        if not seen:
+            return []
+        kill_file = self.path / "cgroup.kill"
+        if self.hierarchy.version == 2 and kill_file.exists():
+            _write(kill_file, "1")
+        else:
+            self._kill_in_rounds(seen)
+        deadline = time.monotonic() + KILL_SETTLE_TIMEOUT
+        while time.monotonic() < deadline:
+            left = self.members()
+            if not left:
+                break
+            seen.extend(p for p in left if p not in seen)
+            for pid in left:  # a member that was moved in after the kill
+                _sigkill(pid)
+            time.sleep(0.005)
+        return sorted(set(seen))
+
+    def _kill_in_rounds(self, pids: list[int]) -> None:
+        if self.hierarchy.version == 1:
+            try:
+                _write(self.path / "pids.max", "0")  # no member can fork between our scans
+            except OSError:
+                pass
+        for _ in range(KILL_ROUNDS):
+            for pid in pids:
+                _sigkill(pid)
+            pids = self.members()
+            if not pids:
+                return
+            time.sleep(0.002)
+
+    def remove(self) -> bool:
+        """Remove the folder (and any the run made below it); False while a member is still exiting."""
+        for folder, _, _ in sorted(os.walk(self.path), key=lambda item: -len(item[0])):
+            try:
+                os.rmdir(folder)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.EBUSY, errno.ENOTEMPTY):
+                    return False
+                raise
+        return True
+
+
+def remove_stale(hierarchy: Hierarchy) -> None:
+    """Remove the session folders of lifeguards that are gone (killed with their watchdog), killing what
+    they left running: nobody else will."""
+    try:
+        names = os.listdir(hierarchy.base)
+    except OSError:
+        return
+    for name in names:
+        owner = name.split("-")[1] if name.startswith("lifeguard-") and name.count("-") == 2 else ""
+        if not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
+            continue
+        folder = CgroupFolder(hierarchy, hierarchy.base / name)
+        try:
+            folder.kill()
+            folder.remove()
+        except OSError:
+            continue
+
+
+def in_folder(pid: int, folder: CgroupFolder) -> bool:
+    """Is ``pid`` (a zombie too: the kernel keeps a dead task's cgroup until it is reaped) in ``folder``?"""
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if (controllers == "") if folder.hierarchy.version == 2 else ("pids" in controllers.split(",")):
+            return path == folder.view or path.startswith(folder.view + "/")
+    return False
+
+
+def _write(path: Path, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _sigkill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

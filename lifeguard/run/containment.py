@@ -1,0 +1,147 @@
+"""The session-wide half of run membership: one mechanism, one cgroup folder, one watchdog per process.
+
+Created on the first run (``containment()``), it is shared by the engine, the fork-server and every direct
+caller of ``run_once`` (tests, probes), and torn down at interpreter exit: whatever a run left in the session
+folder is killed then. If the supervisor dies without that, the watchdog does it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from lifeguard.child.protocol import MEMBERSHIP_ENV
+from lifeguard.run import cgroups
+from lifeguard.run.membership import (
+    SUBREAPER,
+    CgroupMembership,
+    RunMembership,
+    SubreaperMembership,
+    session_folder,
+)
+from lifeguard.run.proctree import ProcInfo, become_subreaper
+from lifeguard.run.watchdog import Watchdog
+
+CHOICES = ("auto", "cgroup", SUBREAPER)  # MEMBERSHIP_ENV's values
+PR_SET_PDEATHSIG = 1
+SIGKILL = 9
+
+
+class Containment:
+    """The session's mechanism, the folder its runs' folders live in, and the watchdog guarding both."""
+
+    def __init__(self, prefer: str | None = None) -> None:
+        self.prefer = prefer or os.environ.get(MEMBERSHIP_ENV, "") or "auto"
+        if self.prefer not in CHOICES:
+            self.prefer = "auto"
+        become_subreaper()  # orphans come to us (to be reaped), with cgroups or without
+        self._lock = threading.Lock()
+        self._count = 0
+        self.session: cgroups.CgroupFolder | None = None
+        self.why_not_cgroup = "subreaper asked for (LIFEGUARD_MEMBERSHIP)" if self.prefer == SUBREAPER else ""
+        if self.prefer != SUBREAPER:
+            self.session, self.why_not_cgroup = session_folder()
+        self.watchdog = Watchdog()
+        self.spawned: set[int] = {self.watchdog.pid}  # children the supervisor started for itself
+        self.live: set[SubreaperMembership] = set()
+        if self.session is not None:
+            self.watchdog.guard_folder(self.session.path)
+
+    @property
+    def mechanism(self) -> str:
+        return self.session.hierarchy.name if self.session is not None else SUBREAPER
+
+    def for_run(self, run_id: str) -> RunMembership:
+        if self.session is not None:
+            with self._lock:
+                self._count += 1
+                name = f"run-{self._count}"
+            try:
+                return CgroupMembership(cgroups.CgroupFolder.create(self.session.hierarchy, self.session.path / name))
+            except OSError:
+                pass  # the folder went away under us: still supervised, by ancestry
+        return GuardedSubreaper(run_id, self)
+
+    def only_live_run(self, run: SubreaperMembership, info: ProcInfo) -> bool:
+        """May ``run`` claim the unexplained orphan ``info``? Only as the one live run, and never one of
+        the supervisor's own children."""
+        with self._lock:
+            return info.pid not in self.spawned and self.live == {run}
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.kill()
+            self.session.remove()
+            self.watchdog.release_folder(self.session.path)
+        self.watchdog.close()
+
+
+class GuardedSubreaper(SubreaperMembership):
+    """A run tracked by ancestry, registered with the watchdog while it lives."""
+
+    def __init__(self, run_id: str, owner: Containment) -> None:
+        super().__init__(run_id, owner.only_live_run)
+        self.owner = owner
+
+    def started(self, root: int) -> None:
+        super().started(root)
+        with self.owner._lock:
+            self.owner.live.add(self)
+        self.owner.watchdog.guard_run(root, self.run_id)  # a run's main process leads its own session
+
+    def close(self) -> None:
+        super().close()
+        with self.owner._lock:
+            self.owner.live.discard(self)
+        self.owner.watchdog.release_run(self.root)
+
+
+_containment: Containment | None = None
+_containment_lock = threading.Lock()
+
+
+def containment() -> Containment:
+    """This process's containment, made on first use."""
+    global _containment
+    with _containment_lock:
+        if _containment is None:
+            _containment = Containment()
+            atexit.register(_containment.close)
+        return _containment
+
+
+_libc: ctypes.CDLL | None = None
+
+
+def spawn(argv: list[str], join: Path | None, *, parent_death: bool = True, **popen: Any) -> subprocess.Popen[bytes]:
+    """Popen a process that joins the cgroup of ``join`` (its ``cgroup.procs``) before exec and, with
+    ``parent_death``, asks to be killed with the thread that started it. A run's main process is started by
+    the thread that supervises it to its end, so that signal (which follows the creating *thread*, prctl(2))
+    fires only when the supervision is gone; the fork-server outlives the worker thread that started it."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    prctl = _libc.prctl
+    fd = os.open(join, os.O_WRONLY | os.O_CLOEXEC) if join is not None else -1
+
+    def setup() -> None:  # between fork and exec: no allocation-heavy work, no locks
+        if fd >= 0:
+            os.write(fd, b"0")  # "0": the writing process itself
+        if parent_death:
+            prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+
+    try:
+        proc: subprocess.Popen[bytes] = subprocess.Popen(argv, preexec_fn=setup, **popen)
+        if not parent_death:  # one of the supervisor's own helpers (the fork-server): never a run's orphan
+            with _containment_lock:
+                if _containment is not None:
+                    _containment.spawned.add(proc.pid)
+        return proc
+    finally:
+        if fd >= 0:
+            os.close(fd)

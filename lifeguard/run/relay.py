@@ -1,0 +1,133 @@
+"""A run's stdout and stderr, relayed through pipes into files that never exceed their cap.
+
+The child writes to a pipe; a thread of the supervisor reads it as the data arrives and keeps the first half
+of the cap in the file (readable while the run lives) and the newest half in memory, written after the head
+with a line saying how much was dropped when the run is over. So a program writing 2 GB leaves at most the cap
+on disk at any moment, unlike a file the child appends to, which can only be cut down between two looks.
+A plain target's output is also handed to a ``LiveOutput`` as it comes. The relay reads at once whatever
+arrives, so a child is never held up by it, and a hung child's output stays readable after it is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+from collections import deque
+from pathlib import Path
+
+from lifeguard.model.run import RunSpec
+from lifeguard.run.live import LiveOutput
+
+READ_CHUNK = 1 << 20
+POLL_MS = 100  # how often a relay with nothing to read checks whether it was told to stop
+# After the run's tree is gone every writer has closed its end: end of file follows at once. A descendant
+# that escaped the kill may still hold it: then we stop reading and what it writes later is lost.
+DRAIN_TIMEOUT = 2.0
+
+
+class Relay:
+    """One stream (``name`` "stdout" or "stderr") of one run into ``path``, keeping at most ``cap`` bytes."""
+
+    def __init__(self, path: Path, cap: int, name: str, spec: RunSpec, live: LiveOutput | None) -> None:
+        self.path = path
+        self.head_room = cap // 2
+        self.tail_room = cap - self.head_room
+        self.name = name
+        self.spec = spec
+        self.live = live
+        self.dropped = 0
+        self._tail: deque[bytes] = deque()
+        self._tail_size = 0
+        self._stop = threading.Event()
+        read_end, self.child_end = os.pipe()  # both close-on-exec; the child's end is handed on explicitly
+        self._file = open(path, "ab", buffering=0)
+        self._written = 0
+        self._thread = threading.Thread(target=self._pump, args=(read_end,), name=f"lifeguard-relay-{name}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _pump(self, fd: int) -> None:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP)
+        try:
+            while True:
+                if not poller.poll(POLL_MS):
+                    if self._stop.is_set():
+                        return
+                    continue
+                data = os.read(fd, READ_CHUNK)
+                if not data:
+                    return
+                self._keep(data)
+                if self.live is not None:
+                    self.live.write(self.spec, self.name, data)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+
+    def _keep(self, data: bytes) -> None:
+        if self._written < self.head_room:
+            part = data[: self.head_room - self._written]
+            self._file.write(part)
+            self._written += len(part)
+            data = data[len(part):]
+        if not data:
+            return
+        self._tail.append(data)
+        self._tail_size += len(data)
+        while self._tail_size - len(self._tail[0]) >= self.tail_room:
+            self.dropped += len(self._tail[0])
+            self._tail_size -= len(self._tail.popleft())
+
+    def started(self) -> None:
+        """The child has its end: ours is closed, so end of file comes when the run's last writer exits."""
+        if self.child_end >= 0:
+            os.close(self.child_end)
+            self.child_end = -1
+
+    def close(self) -> None:
+        """Wait (bounded) for the end of the stream, then write the kept tail after the head."""
+        self.started()
+        self._thread.join(DRAIN_TIMEOUT)
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join(DRAIN_TIMEOUT)
+        tail = b"".join(self._tail)
+        excess = len(tail) - self.tail_room
+        if excess > 0:
+            self.dropped += excess
+            tail = tail[excess:]
+        if self.dropped:
+            self._file.write(f"\n[lifeguard: {self.dropped} bytes of output dropped here]\n".encode())
+        self._file.write(tail)
+        self._file.close()
+
+
+class Relays:
+    """A run's two relays."""
+
+    def __init__(self, spec: RunSpec, stdout: Path, stderr: Path, cap: int, live: LiveOutput | None) -> None:
+        self.spec = spec
+        self.live = live
+        self.stdout = Relay(stdout, cap, "stdout", spec, live)
+        self.stderr = Relay(stderr, cap, "stderr", spec, live)
+        self._closed = False
+
+    @property
+    def child_ends(self) -> tuple[int, int]:
+        return self.stdout.child_end, self.stderr.child_end
+
+    def started(self) -> None:
+        self.stdout.started()
+        self.stderr.started()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for relay in (self.stdout, self.stderr):
+            relay.close()
+        if self.live is not None:
+            self.live.close(self.spec)  # a last line without its newline

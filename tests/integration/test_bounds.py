@@ -1,0 +1,90 @@
+"""Bounds that hold whatever the run does: its output is capped as it is written (never more than the cap
+on disk, head and tail kept), and a hang of many processes ends within its deadline plus the capture budget."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from lifeguard.run.supervise import CAPTURE_BUDGET, DEFAULT_OUTPUT_CAP
+from tests.helpers import Pace, load_report, run_cli
+
+TWO_GB = 2 * 1024 ** 3
+MARKER = "bytes of output dropped here]"
+
+
+def test_two_gigabytes_of_stdout_never_take_more_than_the_cap_on_disk(tmp_path: Path, pace: Pace) -> None:
+    script = tmp_path / "floods.py"
+    script.write_text(f"""
+import os, sys
+os.write(1, b"FIRST LINE\\n")
+block = b"x" * (1 << 20)
+for _ in range({TWO_GB} // len(block)):
+    os.write(1, block)
+os.write(1, b"\\nLAST LINE\\n")
+sys.exit(1)  # a failed run keeps its evidence folder
+""")
+    report = tmp_path / "r"
+    largest = [0]
+    stop = threading.Event()
+
+    def watch() -> None:  # the size on disk while the child writes, not only at the end
+        while not stop.is_set():
+            for out in report.glob("runs/*/stdout.txt"):
+                try:
+                    largest[0] = max(largest[0], out.stat().st_size)
+                except OSError:
+                    pass
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        done = run_cli("run", "-q", "--report", str(report), "--no-native", "--timeout", pace.deadline_text(120),
+                       str(script), timeout=pace.deadline(120) + 60)
+    finally:
+        stop.set()
+        watcher.join(5)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    run = load_report(report)["runs"][0]
+    assert run["outcome"] == "failed", run
+    out = Path(run["run_dir"]) / "stdout.txt"
+    size = out.stat().st_size
+    assert size <= DEFAULT_OUTPUT_CAP + 200, size
+    assert largest[0] <= DEFAULT_OUTPUT_CAP + 200, largest[0]
+    with open(out, "rb") as f:
+        head = f.read(64)
+        f.seek(size - 64)
+        tail = f.read()
+    assert head.startswith(b"FIRST LINE\n")
+    assert tail.endswith(b"LAST LINE\n")
+    with open(out, "rb") as f:
+        assert MARKER.encode() in f.read()
+
+
+def test_a_hang_of_200_processes_ends_within_its_deadline_and_the_capture_budget(tmp_path: Path, pace: Pace) -> None:
+    ready = tmp_path / "ready"
+    script = tmp_path / "many.py"
+    script.write_text(f"""
+import os, time
+for _ in range(199):
+    if os.fork() == 0:
+        time.sleep(1000)
+        os._exit(0)
+open({str(ready)!r}, "w").close()
+time.sleep(1000)
+""")
+    report = tmp_path / "r"
+    timeout = 5.0
+    started = time.monotonic()
+    done = run_cli("run", "-q", "--report", str(report), "--timeout", f"{timeout:g}", str(script),
+                   timeout=timeout + CAPTURE_BUDGET + 120)
+    took = time.monotonic() - started
+    assert ready.exists(), done.stderr  # all 200 were up before the deadline
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    run = load_report(report)["runs"][0]
+    assert run["outcome"] == "hung", run
+    assert run["duration"] <= timeout + CAPTURE_BUDGET, run["duration"]
+    # The whole command: the run, plus lifeguard's own start-up and the diagnosis of the evidence.
+    assert took <= timeout + CAPTURE_BUDGET + 10 * pace.startup + 15, took

@@ -1,0 +1,163 @@
+"""A run's processes cannot escape it: setsid, a wiped or zeroed environment and double forks still leave
+them members, reported as leftovers and killed; zombies the supervisor inherits are reaped. Both mechanisms
+(a cgroup per run, and the subreaper with recorded ancestry), fresh and fork-server runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from lifeguard.run import cgroups
+from tests.helpers import Pace, load_report, pid_alive, run_cli
+
+MECHANISMS = ["cgroup", "subreaper"]
+MODES = ["fresh", "fork-server"]
+
+# Each pattern starts a process that leaves the run's session, then writes its pid to PID_FILE and sleeps;
+# the body returns only once that pid is written (a handshake), so the escapee is alive when the run ends.
+ESCAPES = {
+    "setsid-env-wipe": """
+    import subprocess
+    subprocess.Popen(["sh", "-c", "echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 1000"],
+                     start_new_session=True, env={{"PATH": "/usr/bin:/bin"}})
+""",
+    "double-fork-execve-empty-env": """
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            announce = "echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 1000"
+            os.execve("/bin/sh", ["sh", "-c", announce], {{}})
+        os._exit(0)
+""",
+    "zeroed-environment-block": """
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            import ctypes
+            fields = open("/proc/self/stat").read().rpartition(")")[2].split()
+            start, end = int(fields[47]), int(fields[48])  # env_start, env_end (proc(5))
+            ctypes.memset(start, 0, end - start)
+            with open("{pid_file}.tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename("{pid_file}.tmp", "{pid_file}")
+            time.sleep(1000)
+        os._exit(0)
+""",
+}
+
+
+def _scenario(pattern: str, pid_file: Path, timeout: float) -> str:
+    body = ESCAPES[pattern].format(pid_file=pid_file)
+    return f"""
+import os, time
+import lifeguard
+
+@lifeguard.scenario(timeout={timeout}, fork_server=True)
+def escapes():
+{body}
+    deadline = time.monotonic() + {timeout} / 2
+    while not os.path.exists("{pid_file}") and time.monotonic() < deadline:
+        time.sleep(0.01)
+"""
+
+
+def _cgroups_writable() -> bool:
+    return bool(cgroups.find_hierarchies()) and any(os.access(h.base, os.W_OK) for h in cgroups.find_hierarchies())
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("pattern", sorted(ESCAPES))
+def test_an_escaping_process_is_a_leftover_and_is_killed(scenario_file, tmp_path: Path, pace: Pace,
+                                                         pattern: str, mechanism: str, mode: str) -> None:
+    if mechanism == "cgroup" and not _cgroups_writable():
+        pytest.skip("no writable cgroup hierarchy on this machine: the subreaper cases cover it")
+    pid_file, report = tmp_path / "escapee.pid", tmp_path / "r"
+    path = scenario_file(_scenario(pattern, pid_file, pace.deadline(20)))
+    escapee = None
+    try:
+        done = run_cli("run", str(path), "--report", str(report), "--no-native", "--mode", mode,
+                       env={"LIFEGUARD_MEMBERSHIP": mechanism})
+        escapee = int(pid_file.read_text()) if pid_file.exists() else None
+        assert escapee is not None, done.stdout + done.stderr
+        assert done.returncode == 1, done.stdout + done.stderr  # a passing body with a leftover: unexpected
+        data = load_report(report)
+        assert data["membership"].startswith("cgroup" if mechanism == "cgroup" else "subreaper"), data["membership"]
+        run = data["runs"][0]
+        assert escapee in [p["pid"] for p in run["leftover_processes"]], run
+        assert not pid_alive(escapee)
+    finally:
+        if escapee and pid_alive(escapee):
+            os.kill(escapee, signal.SIGKILL)
+
+
+ORPHAN_FACTORY = """
+import os, time
+import lifeguard
+
+@lifeguard.scenario(timeout={timeout})
+def makes_orphans():
+    # 50 children that each leave a grandchild behind: the grandchildren are re-parented to the supervisor
+    # (the subreaper) and exit there, so the supervisor must reap them.
+    for _ in range(50):
+        if os.fork() == 0:
+            if os.fork() == 0:
+                time.sleep(0.01)
+                os._exit(0)
+            os._exit(0)
+        os.wait()
+    time.sleep(0.3)
+"""
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_inherited_zombies_are_reaped(scenario_file, tmp_path: Path, pace: Pace, mechanism: str) -> None:
+    """The supervisor is the test process itself here, so its zombie children can be counted."""
+    if mechanism == "cgroup" and not _cgroups_writable():
+        pytest.skip("no writable cgroup hierarchy on this machine")
+    from lifeguard.interpreter import resolve
+    from lifeguard.plan.discover import load_scenario_file
+    from lifeguard.plan.scheduler import PlanOptions
+    from lifeguard.run import containment as containment_module
+    from lifeguard.run.containment import Containment
+    from lifeguard.run.engine import Engine
+
+    path = scenario_file(ORPHAN_FACTORY.format(timeout=pace.deadline(30)))
+    previous = containment_module._containment
+    containment_module._containment = Containment(prefer=mechanism)
+    try:
+        engine = Engine(resolve(None), runs_dir=tmp_path / "runs")
+        session = engine.run(load_scenario_file(path), PlanOptions(repeat=8))
+        assert [s.counts for s in session.summaries] == [{"passed": 8}]
+        zombies = _zombie_children()
+        assert zombies == [], zombies
+    finally:
+        containment_module._containment.close()
+        containment_module._containment = previous
+
+
+def _zombie_children() -> list[int]:
+    found = []
+    for tid in os.listdir(f"/proc/{os.getpid()}/task"):
+        try:
+            pids = Path(f"/proc/{os.getpid()}/task/{tid}/children").read_text().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+            except OSError:
+                continue
+            if state == "Z":
+                found.append(int(pid))
+    return found
+
+
+def test_doctor_names_the_mechanism() -> None:
+    done = run_cli("doctor")
+    assert "membership" in done.stdout, done.stdout
+    expected = "cgroup" if _cgroups_writable() else "subreaper"
+    assert expected in done.stdout.split("membership", 1)[1].splitlines()[0]

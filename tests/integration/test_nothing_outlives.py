@@ -1,0 +1,136 @@
+"""Nothing outlives lifeguard: SIGKILL of the supervisor leaves no run behind (the watchdog kills them),
+and any burst of stop signals leads to one orderly shutdown (trees killed, reports written, 128 + the
+first signal)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, Pace, pid_alive, real_python
+
+# The issue's figure: both hung trees gone this long after the supervisor's SIGKILL.
+TREES_GONE_WITHIN = 2.0
+
+
+def _hanging(pid_dir: Path, timeout: float) -> str:
+    """Two series that hang, each run with a forked grandchild in a session of its own; every process
+    writes its pid into ``pid_dir`` (the handshake: the test signals only once all are up)."""
+    return f"""
+import os, time
+import lifeguard
+
+def _announce(tag):
+    path = os.path.join({str(pid_dir)!r}, f"{{tag}}-{{os.getpid()}}")
+    open(path + ".tmp", "w").close()
+    os.rename(path + ".tmp", path)
+
+def _hang(tag):
+    if os.fork() == 0:
+        os.setsid()
+        _announce(tag + "-grandchild")
+        time.sleep(1000)
+    _announce(tag)
+    time.sleep(1000)
+
+@lifeguard.scenario(expect={{"default": "hung"}}, timeout={timeout})
+def first():
+    _hang("first")
+
+@lifeguard.scenario(expect={{"default": "hung"}}, timeout={timeout})
+def second():
+    _hang("second")
+"""
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a background job starts with SIGINT ignored
+
+
+def _start(path: Path, report: Path, *options: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([real_python(), "-m", "lifeguard", "run", str(path), "--report", str(report),
+                             "--no-native", *options], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, preexec_fn=_default_sigint)
+
+
+def _pids(pid_dir: Path) -> list[int]:
+    return [int(p.name.rsplit("-", 1)[1]) for p in pid_dir.iterdir() if not p.name.endswith(".tmp")]
+
+
+def _wait_for(condition, what: str, timeout: float) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _cleanup(supervisor: subprocess.Popen[str], pids: list[int]) -> None:
+    if supervisor.poll() is None:
+        os.killpg(supervisor.pid, signal.SIGKILL)
+        supervisor.communicate(timeout=10)
+    for pid in pids:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_sigkill_of_lifeguard_leaves_no_run_behind(scenario_file, tmp_path: Path, pace: Pace) -> None:
+    pid_dir, report = tmp_path / "pids", tmp_path / "r"
+    pid_dir.mkdir()
+    path = scenario_file(_hanging(pid_dir, pace.deadline(60)))
+    supervisor = _start(path, report, "-j", "2")
+    pids: list[int] = []
+    try:
+        _wait_for(lambda: len(_pids(pid_dir)) == 4, "both hung runs and their grandchildren", pace.deadline(30))
+        pids = _pids(pid_dir)
+        os.kill(supervisor.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        supervisor.communicate(timeout=10)
+        deadline = killed_at + TREES_GONE_WITHIN
+        while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
+            time.sleep(0.01)
+        survivors = [p for p in pids if pid_alive(p)]
+        assert survivors == [], f"alive {time.monotonic() - killed_at:.2f} s after the SIGKILL: {survivors}"
+    finally:
+        _cleanup(supervisor, pids)
+
+
+DOUBLE_SIGNALS = [
+    (signal.SIGTERM, signal.SIGTERM), (signal.SIGINT, signal.SIGTERM), (signal.SIGTERM, signal.SIGINT),
+    (signal.SIGHUP, signal.SIGTERM), (signal.SIGINT, signal.SIGINT), (signal.SIGQUIT, signal.SIGINT),
+    (signal.SIGTERM, signal.SIGHUP), (signal.SIGHUP, signal.SIGHUP), (signal.SIGINT, signal.SIGQUIT),
+    (signal.SIGTERM, signal.SIGTERM),
+]
+
+
+@pytest.mark.parametrize(("trial", "signals"), list(enumerate(DOUBLE_SIGNALS)))
+def test_a_second_stop_signal_does_not_cut_the_shutdown_short(scenario_file, tmp_path: Path, pace: Pace,
+                                                               trial: int, signals: tuple[int, int]) -> None:
+    pid_dir, report = tmp_path / "pids", tmp_path / "r"
+    pid_dir.mkdir()
+    path = scenario_file(_hanging(pid_dir, pace.deadline(60)))
+    supervisor = _start(path, report, "-j", "2")
+    pids: list[int] = []
+    try:
+        _wait_for(lambda: len(_pids(pid_dir)) == 4, "both hung runs and their grandchildren", pace.deadline(30))
+        pids = _pids(pid_dir)
+        first, second = signals
+        os.kill(supervisor.pid, first)
+        time.sleep(0.005 * (trial % 5))  # the second lands 0-20 ms later: during the first's cleanup
+        os.kill(supervisor.pid, second)
+        out, err = supervisor.communicate(timeout=pace.deadline(60))
+        assert supervisor.returncode == 128 + first, out + err
+        assert [p for p in pids if pid_alive(p)] == []
+        data = json.loads((report / "report.json").read_text())
+        assert data["interrupted"] is True and data["all_expected"] is False
+        assert "Traceback" not in err, err
+    finally:
+        _cleanup(supervisor, pids)
