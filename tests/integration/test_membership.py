@@ -161,3 +161,24 @@ def test_doctor_names_the_mechanism() -> None:
     assert "membership" in done.stdout, done.stdout
     expected = "cgroup" if _cgroups_writable() else "subreaper"
     assert expected in done.stdout.split("membership", 1)[1].splitlines()[0]
+
+
+def test_a_run_whose_fork_server_dies_is_waited_for_not_called_hung(scenario_file, tmp_path: Path,
+                                                                     pace: Pace) -> None:
+    """The run kills its own fork-server: it is re-parented to the supervisor, which waits for it itself."""
+    timeout = pace.deadline(20)
+    path = scenario_file(f"""
+import os, signal, time
+import lifeguard
+
+@lifeguard.scenario(timeout={timeout}, fork_server=True)
+def kills_its_server():
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(0.2)
+""")
+    report = tmp_path / "r"
+    done = run_cli("run", str(path), "--report", str(report), "--no-native", "--mode", "fork-server")
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = load_report(report)["runs"][0]
+    assert run["outcome"] == "passed" and run["mode"].startswith("fork-server"), run
+    assert run["duration"] < timeout / 2, run["duration"]
