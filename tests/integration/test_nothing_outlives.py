@@ -127,7 +127,9 @@ def test_a_second_stop_signal_does_not_cut_the_shutdown_short(scenario_file, tmp
         time.sleep(0.005 * (trial % 5))  # the second lands 0-20 ms later: during the first's cleanup
         os.kill(supervisor.pid, second)
         out, err = supervisor.communicate(timeout=pace.deadline(60))
-        assert supervisor.returncode == 128 + first, out + err
+        # The first signal's code; two that land before Python runs a handler are run in signal-number
+        # order (CPython checks pending signals from 1 up), so then it may be the second's.
+        assert supervisor.returncode in (128 + first, 128 + second), out + err
         assert [p for p in pids if pid_alive(p)] == []
         data = json.loads((report / "report.json").read_text())
         assert data["interrupted"] is True and data["all_expected"] is False
