@@ -1,11 +1,12 @@
 """One orderly shutdown, however many stop signals arrive and in whatever order.
 
-The first SIGINT, SIGTERM, SIGHUP or SIGQUIT raises KeyboardInterrupt in the main thread once: the engine
-cancels its runs, every tree is killed, what finished is written, and the command exits 128 + that signal's
-number (130, 143, 129, 131). Later signals are only counted: a second exception would cut that cleanup short
-and leave trees behind (seen: a second SIGTERM within 50 ms left hung children in 15 of 21 trials). While the
-reports are being written the first signal is only recorded too. If the shutdown still takes longer than
-SHUTDOWN_LIMIT, the process exits at once: the watchdog sees its pipe close and kills whatever is left.
+The first SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 or SIGUSR2 raises KeyboardInterrupt in the main thread
+once: the engine cancels its runs, every tree is killed, what finished is written, and the command exits
+128 + that signal's number (130, 143, 129, 131, 138, 140). Later signals are only counted: a second exception
+would cut that cleanup short and leave trees behind (seen: a second SIGTERM within 50 ms left hung children in
+15 of 21 trials). While the reports are being written the first signal is only recorded too. If the shutdown
+still takes longer than SHUTDOWN_LIMIT, the process exits at once: the watchdog sees its pipe close and kills
+whatever is left.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-# The terminal's and the service managers' stop signals. SIGINT is taken only where Python's own handler
-# is in place (a background job starts with it ignored, and must stay deaf to it).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+# The terminal's and the service managers' stop signals, and the user signals (whose default action would end
+# us with no report and the runs left to the watchdog). SIGINT is taken only where Python's own handler is in
+# place (a background job starts with it ignored, and must stay deaf to it).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 # Cancelled runs notice within a poll interval; a capture under way is cut short within its budget.
 SHUTDOWN_LIMIT = 60.0
 
