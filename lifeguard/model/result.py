@@ -295,9 +295,13 @@ class SeriesSummary:
     verdict: Verdict
     description: str = ""
     where: str = ""
-    first_unexpected: int | None = None  # index into the series' results
+    # The run whose evidence an unexpected series shows: the first it could not accept, else its first run
+    # (a "sometimes:" series that never hit). None for an expected series.
+    first_unexpected: RunResult | None = None
+    first_failure: RunResult | None = None  # the first run, in run order, that did not pass
     stats: SeriesStats | None = None
     modes: tuple[str, ...] = ()
+    duration: float = 0.0  # seconds, the series' runs together
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -308,15 +312,21 @@ class SeriesSummary:
         }
 
 
-
 @dataclass
 class Session:
-    """Everything one invocation ran and what came of it."""
+    """Everything one invocation ran and what came of it.
+
+    ``results`` holds the runs kept in memory, not every run: the engine keeps the runs that are evidence (did
+    not pass, or were unexpected; lifeguard.run.engine.RUNS_KEPT of them) unless told to keep every run (the
+    pytest plugin). Every finished run is counted in ``finished`` and in its series' summary, and streamed to
+    the sinks as it finishes (results.jsonl, from which report.json lists them all).
+    """
 
     interpreter: Interpreter
     scenarios: list[Scenario]
     results: list[RunResult] = field(default_factory=list)
     summaries: list[SeriesSummary] = field(default_factory=list)
+    finished: int = 0  # runs that finished, kept in ``results`` or not
     interrupted: bool = False
     stopped: bool = False  # -x: stopped at the first unexpected verdict (later runs not started)
     started: float = field(default_factory=time.time)

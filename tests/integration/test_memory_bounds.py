@@ -105,3 +105,56 @@ def test_a_300_mib_line_stays_out_of_the_supervisors_memory_and_reports(tmp_path
     finally:  # the run's folder holds the 300 MiB events file: it goes now, not with pytest's old temp folders
         shutil.rmtree(report / "runs", ignore_errors=True)
 
+
+EVERY_FOURTH_FAILS = '''
+import os
+
+import lifeguard
+
+@lifeguard.scenario(timeout={timeout}, fork_server=True, expect={{"default": "passed"}}, repeat={{"default": 12}})
+def every_fourth_run_fails():
+    index = int(os.path.basename(os.getcwd()).rsplit("-", 1)[1])  # the run's folder: <name>-<variant>-<index>
+    if index % 4 == 3:
+        raise SystemExit(3)
+'''
+# The engine in a child of its own (it makes its process a subreaper), keeping at most 2 runs in memory.
+ENGINE_SESSION = '''
+import json
+import sys
+from pathlib import Path
+
+from lifeguard.cli.session import SessionSetup, run_session
+from lifeguard.interpreter import resolve
+from lifeguard.plan.discover import discover
+from lifeguard.plan.scheduler import PlanOptions
+from lifeguard.run import engine
+
+engine.RUNS_KEPT = 2
+session = run_session(discover([sys.argv[1]]), PlanOptions(),
+                      SessionSetup(resolve(), jobs=2, terminal=False, report_dir=Path(sys.argv[2])))
+summary = session.summaries[0]
+print(json.dumps({"finished": session.finished, "kept": [r.index for r in session.results],
+                  "first_unexpected": summary.first_unexpected.index, "first_failure": summary.first_failure.index,
+                  "counts": summary.counts, "verdict": summary.verdict.value,
+                  "failures": summary.stats.failures, "first_failure_at": summary.stats.runs_to_first_failure}))
+'''
+
+
+def test_a_session_keeps_only_evidence_and_report_json_still_lists_every_run(tmp_path: Path, pace: Pace) -> None:
+    scenario = tmp_path / "fourth.py"
+    scenario.write_text(EVERY_FOURTH_FAILS.format(timeout=pace.deadline_text(20)))
+    script = tmp_path / "engine_session.py"
+    script.write_text(ENGINE_SESSION)
+    proc = bounded(tmp_path, str(script), str(scenario), str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    seen = json.loads(proc.stdout.splitlines()[-1])
+    # 12 runs finished, 3 failed; only the first 2 failures that finished are held, no passing run.
+    assert seen["finished"] == 12 and len(seen["kept"]) == 2 and set(seen["kept"]) <= {3, 7, 11}, seen
+    assert (seen["first_unexpected"], seen["first_failure"], seen["first_failure_at"]) == (3, 3, 4), seen
+    assert seen["counts"] == {"passed": 9, "failed": 3} and seen["failures"] == 3 and seen["verdict"] == "unexpected"
+    report = load_report(tmp_path / "r")
+    assert [(r["index"], r["outcome"]) for r in report["runs"]] == [
+        (i, "failed" if i % 4 == 3 else "passed") for i in range(12)]
+    assert all(r["exit_code"] == 3 for r in report["runs"] if r["outcome"] == "failed")
+    assert report["summaries"][0]["runs"] == 12
+    assert len((tmp_path / "r" / "results.jsonl").read_text().splitlines()) == 12
