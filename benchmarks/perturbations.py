@@ -39,7 +39,6 @@ def main() -> int:
     # The rare form of the scenario: small request batches, few collections off the owner thread.
     os.environ["GC_CHANNEL_REQUEST_BATCH"] = str(args.batch)
     from lifeguard.interpreter import resolve
-    from lifeguard.model.outcomes import Outcome
     from lifeguard.model.stats import wilson_interval
     from lifeguard.plan.discover import discover
     from lifeguard.plan.scheduler import PlanOptions
@@ -56,11 +55,11 @@ def main() -> int:
             start = time.perf_counter()
             session = Engine(interp, jobs=1).run(scenarios, options)
             elapsed = time.perf_counter() - start
-            results = sorted(session.results, key=lambda r: r.index)
-            failed = [r.outcome is not Outcome.PASSED for r in results]
-            total_runs += len(results)
-            total_failures += sum(failed)
-            runs_to_first.append(failed.index(True) + 1 if any(failed) else args.cap + 1)
+            stats = session.summaries[0].stats  # a session keeps no passing run: its summary counts them
+            assert stats is not None
+            total_runs += stats.runs
+            total_failures += stats.failures
+            runs_to_first.append(stats.runs_to_first_failure or args.cap + 1)
             seconds_to_first.append(elapsed)
         rows.append((perturbations, statistics.median(runs_to_first), statistics.median(seconds_to_first),
                      total_failures, total_runs))

@@ -197,8 +197,8 @@ class Run(Selecting):
 def program_exit_code(session: Session) -> int | None:
     """A program run alone that failed by its own exit code (pytest's 1 for failed tests): that code.
     None when lifeguard's own exit code applies (a crash, a hang, corruption, processes left behind)."""
-    if session.interrupted or len(session.results) != 1 or len(session.scenarios) != 1:
-        return None
+    if session.interrupted or session.finished != 1 or len(session.scenarios) != 1 or not session.results:
+        return None  # (a run that passed is not kept: it did not fail by its exit code either)
     result = session.results[0]
     return result.exit_code if exited_on_its_own(result) else None
 
@@ -336,8 +336,8 @@ class Probe(Command):
 
 def module_missing(session: Session, module: str) -> str | None:
     """The import error when no probe could even import ``module``, else None."""
-    if not session.results:
-        return None
+    if not session.results or any(set(s.counts) != {Outcome.FAILED.value} for s in session.summaries):
+        return None  # nothing failed, or some run did not fail (only failed runs are kept)
     for result in session.results:
         if result.outcome is not Outcome.FAILED or result.phase is not Phase.IMPORT:
             return None

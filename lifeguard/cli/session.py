@@ -45,6 +45,7 @@ class SessionSetup:
     quiet: bool = False  # results only: no header, progress, compile lines or live output
     live_prefix: bool = False  # several plain runs: each live line starts with its run's name
     color: str = "auto"  # --color: auto (a terminal without NO_COLOR), yes, no
+    keep_all_runs: bool = False  # Session.results holds every run, not only the evidence (Engine)
 
 
 @functools.cache
@@ -79,7 +80,8 @@ def run_session(scenarios: Sequence[Scenario], options: PlanOptions, setup: Sess
     engine = Engine(setup.interpreter, jobs=setup.jobs, sinks=sinks,
                     capture_hooks=(capture_hang,) if setup.native else (), explain=explain_failure,
                     runs_dir=runs_dir, live=TerminalEcho(prefix=setup.live_prefix) if live else None,
-                    on_compile=terminal.compiling if terminal is not None else None)
+                    on_compile=terminal.compiling if terminal is not None else None,
+                    keep_all_runs=setup.keep_all_runs)
     return engine.run(list(scenarios), options)
 
 

@@ -20,6 +20,27 @@ if TYPE_CHECKING:  # a passing session never reads a stack: model.stacks is impo
     from lifeguard.model.stacks import ProcessStacks
 
 
+# What one run's text may put into report.json and results.jsonl (and hold in memory), whatever wrote it: a
+# reason quotes a child's exception or corruption message, notes may quote an error, and a child writes any
+# size it likes (a 300 MiB line on the result channel reached report.json whole). The stack, tail and event
+# readers bound their own evidence; these bound the rest, cut with a marker saying how much was cut.
+REASON_CHARS = 2000  # one line: why this outcome
+NOTE_CHARS = 2000
+MAX_NOTES = 50
+MESSAGE_CHARS = 2000  # a corruption message
+DATA_HEX_CHARS = 2 * 256  # a corruption's bytes in hex: child.report_corruption sends the first 256
+MAX_CORRUPTIONS = 20  # corruption records of one run (its reason quotes the first)
+
+
+def cut(text: str, limit: int) -> str:
+    """``text``, or its start and a marker saying how much was cut: ``limit`` characters in all, so that a
+    text cut once is never cut again."""
+    if len(text) <= limit:
+        return text
+    marker = f" [... {len(text)} characters, cut]"
+    return text[: max(0, limit - len(marker))] + marker
+
+
 def signal_name(signum: int | None) -> str | None:
     if signum is None:
         return None
@@ -58,6 +79,12 @@ class Corruption:
     message: str
     data_hex: str = ""
     data_len: int = 0
+
+    def bounded(self) -> Corruption:
+        """This record with its message and bytes cut to MESSAGE_CHARS and DATA_HEX_CHARS."""
+        if len(self.message) <= MESSAGE_CHARS and len(self.data_hex) <= DATA_HEX_CHARS:
+            return self
+        return Corruption(self.pid, cut(self.message, MESSAGE_CHARS), self.data_hex[:DATA_HEX_CHARS], self.data_len)
 
     def to_dict(self) -> dict[str, Any]:
         return {"pid": self.pid, "message": self.message, "data_hex": self.data_hex, "data_len": self.data_len}
@@ -178,6 +205,19 @@ class RunResult:
     replay: str = ""  # the command that reruns this run
     stderr_messages: tuple[StderrLine, ...] = ()  # library messages found in the whole stderr, in order
 
+    def __post_init__(self) -> None:
+        # Every way a result is made (classify, explain, dataclasses.replace) passes here: the bounds on what
+        # a child's text may put into the reports hold for all of them.
+        limited = {
+            "reason": cut(self.reason, REASON_CHARS),
+            "fatal_error": None if self.fatal_error is None else cut(self.fatal_error, REASON_CHARS),
+            "notes": _bounded_notes(self.notes),
+            "corruption": tuple(c.bounded() for c in self.corruption[:MAX_CORRUPTIONS]),
+        }
+        for name, value in limited.items():
+            if value != getattr(self, name):
+                object.__setattr__(self, name, value)  # frozen: set once, while the record is being made
+
     @property
     def signal_name(self) -> str | None:
         return signal_name(self.signal)
@@ -228,6 +268,15 @@ class RunResult:
         return cls(**known)
 
 
+def _bounded_notes(notes: tuple[str, ...]) -> tuple[str, ...]:
+    if len(notes) <= MAX_NOTES and all(len(note) <= NOTE_CHARS for note in notes):
+        return notes
+    kept = tuple(cut(note, NOTE_CHARS) for note in notes[:MAX_NOTES])
+    if len(notes) > MAX_NOTES:
+        kept += (f"{len(notes) - MAX_NOTES} more note(s) not kept",)
+    return kept
+
+
 def _stacks_from(items: Any) -> tuple[ProcessStacks, ...]:
     from lifeguard.model.stacks import ProcessStacks
 
@@ -246,9 +295,13 @@ class SeriesSummary:
     verdict: Verdict
     description: str = ""
     where: str = ""
-    first_unexpected: int | None = None  # index into the series' results
+    # The run whose evidence an unexpected series shows: the first it could not accept, else its first run
+    # (a "sometimes:" series that never hit). None for an expected series.
+    first_unexpected: RunResult | None = None
+    first_failure: RunResult | None = None  # the first run, in run order, that did not pass
     stats: SeriesStats | None = None
     modes: tuple[str, ...] = ()
+    duration: float = 0.0  # seconds, the series' runs together
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -259,15 +312,21 @@ class SeriesSummary:
         }
 
 
-
 @dataclass
 class Session:
-    """Everything one invocation ran and what came of it."""
+    """Everything one invocation ran and what came of it.
+
+    ``results`` holds the runs kept in memory, not every run: the engine keeps the runs that are evidence (did
+    not pass, or were unexpected; lifeguard.run.engine.RUNS_KEPT of them) unless told to keep every run (the
+    pytest plugin). Every finished run is counted in ``finished`` and in its series' summary, and streamed to
+    the sinks as it finishes (results.jsonl, from which report.json lists them all).
+    """
 
     interpreter: Interpreter
     scenarios: list[Scenario]
     results: list[RunResult] = field(default_factory=list)
     summaries: list[SeriesSummary] = field(default_factory=list)
+    finished: int = 0  # runs that finished, kept in ``results`` or not
     interrupted: bool = False
     stopped: bool = False  # -x: stopped at the first unexpected verdict (later runs not started)
     started: float = field(default_factory=time.time)

@@ -211,18 +211,17 @@ class Scheduler:
             for state in self._state:
                 state.stopped = True
 
-    def settled_unexpected(self, result: RunResult, results: Sequence[RunResult]) -> bool:
+    def settled_unexpected(self, result: RunResult, finished: int, verdict: Verdict) -> bool:
         """Does ``result`` make its series' verdict unexpected, whatever its other runs do? (a run its
-        expectation cannot accept, or the last run of a "sometimes:" series that never hit)"""
+        expectation cannot accept, or the last run of a "sometimes:" series that never hit). ``finished``
+        and ``verdict``: the series' runs so far, this one included, and their verdict."""
         for state in self._state:
             if state.scenario.name != result.scenario or state.variant != result.variant:
                 continue
             expectation = state.scenario.expectation(state.variant, self.interpreter.short_version)
             if not expectation.accepts(result.outcome, result.phase):
                 return True
-            mine = [(r.outcome, r.phase) for r in results if (r.scenario, r.variant) == (result.scenario,
-                                                                                         result.variant)]
-            return 0 < state.cap <= len(mine) and expectation.judge(mine) is Verdict.UNEXPECTED
+            return 0 < state.cap <= finished and verdict is Verdict.UNEXPECTED
         return False
 
     def record(self, result: RunResult) -> None:

@@ -160,7 +160,9 @@ def run_engine(scenarios: list[Scenario], folders: CallFolders, options: PlanOpt
     """One engine run of a test or fixture call, reported into its folders (nothing on the terminal:
     pytest reports). By default "fresh": a whole process lifetime of a new interpreter, never a
     fork-server child."""
-    setup = SessionSetup(interpreter(), terminal=False, report_dir=folders.report, runs_dir=folders.runs)
+    # Every run is kept: the fixture's calls return them all, and a body's pytest.skip() is read from its events.
+    setup = SessionSetup(interpreter(), terminal=False, report_dir=folders.report, runs_dir=folders.runs,
+                         keep_all_runs=True)
     session = run_session(scenarios, options or PlanOptions(mode="fresh"), setup)
     if session.interrupted:
         raise KeyboardInterrupt
@@ -242,10 +244,8 @@ def failure_text(session: Session) -> str:
         counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
         parts.append(f"lifeguard: {summary.scenario}[{summary.variant}] expected {summary.expected}, "
                      f"got {counts} in {summary.runs} run(s)")
-        runs = sorted((r for r in session.results if r.scenario == summary.scenario
-                       and r.variant == summary.variant), key=lambda r: r.index)
-        if runs and summary.first_unexpected is not None:
-            parts.append(evidence_text(runs[summary.first_unexpected]))
+        if summary.first_unexpected is not None:
+            parts.append(evidence_text(summary.first_unexpected))
     return "\n".join(parts)
 
 

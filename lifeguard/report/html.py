@@ -6,9 +6,9 @@ import html
 import time
 
 from lifeguard import __version__
-from lifeguard.model.outcomes import Outcome, Verdict
+from lifeguard.model.outcomes import Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, Session
-from lifeguard.report.text import evidence_text, series_runs
+from lifeguard.report.text import evidence_text
 
 STYLE = """
 body { font-family: sans-serif; margin: 2em; color: #222; }
@@ -55,13 +55,10 @@ def render(session: Session) -> str:
     for summary in session.summaries:
         if summary.verdict is Verdict.EXPECTED or summary.first_unexpected is None:
             continue
-        runs = series_runs(session, summary)
-        if not runs:
-            continue
         anchor = html.escape(f"{summary.scenario}-{summary.variant}")
         details.append(f'<h3 id="{anchor}">{html.escape(summary.scenario)}[{html.escape(summary.variant)}]: '
-                       f"expected {html.escape(summary.expected)}</h3>\n{_evidence(runs[summary.first_unexpected])}")
-    failed = sum(1 for r in session.results if r.outcome is not Outcome.PASSED)
+                       f"expected {html.escape(summary.expected)}</h3>\n{_evidence(summary.first_unexpected)}")
+    failed = sum(s.runs - s.counts.get("passed", 0) for s in session.summaries)
     bad = sum(1 for s in session.summaries if s.verdict is Verdict.UNEXPECTED)
     state = "interrupted" if session.interrupted else ("all as expected" if not bad else f"{bad} unexpected")
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(session.started))
@@ -70,7 +67,7 @@ def render(session: Session) -> str:
 <body>
 <h1>lifeguard report: {html.escape(state)}</h1>
 <p>lifeguard {__version__}, Python {html.escape(interp.version_text)} ({html.escape(interp.executable)}),
-started {started}, {len(session.results)} runs ({failed} not passed) in {session.duration:.1f} s,
+started {started}, {session.finished} runs ({failed} not passed) in {session.duration:.1f} s,
 seed {session.base_seed}.</p>
 <table>
 <tr><th>scenario [variant]</th><th>expected</th><th>runs</th><th>outcomes</th><th>statistics</th><th>mode</th>

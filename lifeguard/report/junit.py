@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from lifeguard.model.outcomes import Outcome, Verdict
+from lifeguard.model.outcomes import Verdict
 from lifeguard.model.result import Session
-from lifeguard.report.text import evidence_text, series_runs, visible
+from lifeguard.report.text import evidence_text, visible
 
 
 def junit_xml(session: Session) -> str:
@@ -19,10 +19,8 @@ def junit_xml(session: Session) -> str:
                                         for s in session.summaries)),
                        skipped=str(len(not_run)), time=f"{session.duration:.3f}")
     for summary in session.summaries:
-        runs = series_runs(session, summary)
         case = ET.SubElement(suite, "testcase", classname=f"lifeguard.{summary.scenario}",
-                             name=f"{summary.scenario}[{summary.variant}]",
-                             time=f"{sum(r.duration for r in runs):.3f}")
+                             name=f"{summary.scenario}[{summary.variant}]", time=f"{summary.duration:.3f}")
         props = ET.SubElement(case, "properties")
         stats = summary.stats.to_dict() if summary.stats else {}
         for key, value in (("expected", summary.expected), ("runs", str(summary.runs)),
@@ -34,17 +32,16 @@ def junit_xml(session: Session) -> str:
         elif summary.verdict is Verdict.UNEXPECTED:
             counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
             failure = ET.SubElement(case, "failure", message=f"expected {summary.expected}, got {counts}")
-            if runs and summary.first_unexpected is not None:
-                failure.text = visible(evidence_text(runs[summary.first_unexpected]))
-        elif any(r.outcome is not Outcome.PASSED for r in runs):
-            ET.SubElement(case, "system-out").text = visible(evidence_text(
-                next(r for r in runs if r.outcome is not Outcome.PASSED)))
+            if summary.first_unexpected is not None:
+                failure.text = visible(evidence_text(summary.first_unexpected))
+        elif summary.first_failure is not None:
+            ET.SubElement(case, "system-out").text = visible(evidence_text(summary.first_failure))
     if session.interrupted:
         # An interrupted session proves nothing: a CI page must not show it green.
         suite.set("errors", "1")
         suite.set("tests", str(len(session.summaries) + 1))
         case = ET.SubElement(suite, "testcase", classname="lifeguard", name="session")
-        ET.SubElement(case, "error", message=f"interrupted after {len(session.results)} finished run(s); "
+        ET.SubElement(case, "error", message=f"interrupted after {session.finished} finished run(s); "
                                              "the rest did not run")
     ET.indent(suite)
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"

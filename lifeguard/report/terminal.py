@@ -14,7 +14,7 @@ from typing import TextIO
 from lifeguard import __version__
 from lifeguard.model.outcomes import Expectation, Outcome, Verdict
 from lifeguard.model.result import RunResult, Session
-from lifeguard.report.text import evidence_text, series_runs, summary_line, visible
+from lifeguard.report.text import evidence_text, summary_line, visible
 
 PLAIN_PROGRESS_INTERVAL = 10.0  # seconds between progress lines when not on a terminal
 COLOR_CHOICES = ("auto", "yes", "no")
@@ -145,26 +145,23 @@ class TerminalSink:
                                   "unexpected verdict (-x)")
                 continue
             self.print_marked(summary_line(summary))
-            runs = series_runs(session, summary)
             if summary.verdict is Verdict.EXPECTED:
                 # A failure that was expected (a buggy variant, a reproduction): say what explains it.
-                failed = next((r for r in runs if r.outcome is not Outcome.PASSED), None)
+                failed = summary.first_failure
                 for finding in failed.findings if failed is not None else ():
                     self.print(f"       finding {finding}")
         for summary in session.summaries:
             if summary.verdict is Verdict.EXPECTED or summary.first_unexpected is None or not summary.runs:
                 continue
-            runs = series_runs(session, summary)
             self.print(f"\n=== {summary.scenario}[{summary.variant}] expected {summary.expected} ===")
-            if runs:
-                self.print(self._evidence(runs[summary.first_unexpected], summary.scenario in plain))
+            self.print(self._evidence(summary.first_unexpected, summary.scenario in plain))
         bad = sum(1 for s in session.summaries if s.verdict is Verdict.UNEXPECTED and s.runs)
         state = "interrupted" if session.interrupted else ("all as expected" if not bad else f"{bad} unexpected")
         if session.stopped:
             state += ", stopped at the first (-x)"
         good = not bad and not session.interrupted
         self.print()
-        print(f"{plural(len(session.results))} in {session.duration:.1f}s: "
+        print(f"{plural(session.finished)} in {session.duration:.1f}s: "
               + self.paint(state, _GREEN if good else _RED), file=self.stream, flush=True)
 
     def _evidence(self, result: RunResult, plain: bool) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from lifeguard.model.outcomes import Verdict
-from lifeguard.model.result import RunResult, SeriesSummary, Session
+from lifeguard.model.result import RunResult, SeriesSummary
 from lifeguard.model.run import StartMode
 
 EVIDENCE_LINES = 25
@@ -103,8 +103,3 @@ def summary_line(summary: SeriesSummary) -> str:
         line += f"\n       mode: {', '.join(summary.modes)}"
     return line
 
-
-def series_runs(session: Session, summary: SeriesSummary) -> list[RunResult]:
-    """The runs of one scenario x variant, in run order."""
-    return sorted((r for r in session.results if r.scenario == summary.scenario and r.variant == summary.variant),
-                  key=lambda r: r.index)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import ast
 import os
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from lifeguard.child import protocol
 from lifeguard.model.outcomes import Outcome, Phase
@@ -18,7 +19,30 @@ if TYPE_CHECKING:  # stacks are read only for a run that failed: a passing sessi
     from lifeguard.model.stacks import ProcessStacks
 
 TAIL_BYTES = 8 * 1024
+
+# The result channel is the child's to write, and a child may write anything there: one 300 MiB line took the
+# supervisor to 2.4 GB and went into report.json and results.jsonl whole. What the supervisor reads is bounded.
+# One event line: the bootstrap's largest (atexit-done's 200 extension modules, a fork's inventory of 64
+# threads) is about 10 KiB. A longer line is cut to this, marked, and the rest of it skipped, never read whole.
+EVENT_LINE_BYTES = 64 * 1024
+# The events one run keeps (its result, report.json): this many lines and bytes; later ones are counted and
+# dropped (a note says how many), except the vital ones below.
 MAX_EVENTS = 200
+EVENTS_BYTES = 256 * 1024
+# Past that budget a run still keeps the events its outcome and phase rest on (body-start, body-end, atexit-done,
+# forked, corrupted...: a body that wrote thousands of notes and then crashed at exit still crashed at exit),
+# each without its lists and with its text cut to VITAL_TEXT_CHARS, up to MAX_VITAL_EVENTS of them.
+MAX_VITAL_EVENTS = 1000
+VITAL_TEXT_CHARS = 200
+VITAL_EVENTS = frozenset({protocol.STARTED, protocol.BODY_START, protocol.BODY_END, protocol.BODY_ERROR,
+                          protocol.ATEXIT_DONE, protocol.FORKED, protocol.ATTACHED, protocol.CORES_ON,
+                          protocol.CORRUPTED, protocol.PYTEST_OUTCOME})
+SKIP_CHUNK = 1024 * 1024  # read size while skipping the rest of a cut line
+assert EVENT_LINE_BYTES * 4 <= EVENTS_BYTES  # a run keeps several lines of the longest kind
+# The start of every line child.emit writes (the repr of a dict whose first keys are these): what a cut line
+# still says.
+_CUT_HEAD = re.compile(rb"\{" + repr(protocol.EVENT_KEY).encode()
+                       + rb": '([^'\\]*)', 'pid': (\d+), 'time': ([0-9.eE+-]+)(?:, '([^'\\]+)': (.*))?", re.DOTALL)
 
 
 FATAL_RE = re.compile(r"^Fatal Python error: (.*)$", re.MULTILINE)
@@ -40,21 +64,109 @@ def _tail(path: Path, limit: int = TAIL_BYTES) -> str:
     return text if size <= limit else "[...]\n" + text.partition("\n")[2]
 
 
-def read_events(path: Path) -> list[Event]:
-    """The result channel: one Python-literal dict a line (see child.emit)."""
-    events: list[Event] = []
+@dataclass
+class Channel:
+    """What the supervisor read of a run's result channel: the events kept, and what was cut or dropped."""
+
+    events: list[Event] = field(default_factory=list)
+    cut_lines: int = 0  # lines longer than EVENT_LINE_BYTES, kept cut
+    longest: int = 0  # bytes of the longest line
+    dropped: int = 0  # events past the budget, not kept
+    dropped_bytes: int = 0
+
+    def note(self) -> str | None:
+        """One line for the run's notes when anything was cut or dropped."""
+        parts = []
+        if self.cut_lines:
+            parts.append(f"{self.cut_lines} event line(s) longer than {EVENT_LINE_BYTES} bytes cut to that "
+                         f"(the longest had {self.longest} bytes)")
+        if self.dropped:
+            parts.append(f"{self.dropped} event(s) ({self.dropped_bytes} bytes) past the {MAX_EVENTS} events or "
+                         f"{EVENTS_BYTES} bytes a run keeps dropped")
+        if not parts:
+            return None
+        return f"result channel: {'; '.join(parts)} (a failed run's folder keeps {protocol.EVENTS_FILE} whole)"
+
+
+def read_channel(path: Path) -> Channel:
+    """The result channel (one Python-literal dict a line, see child.emit), read within its bounds: at most
+    EVENT_LINE_BYTES of a line, MAX_EVENTS and EVENTS_BYTES of kept events, vital events past them slimmed."""
+    channel = Channel()
+    kept_bytes = vital = 0
     try:
         with open(path, "rb") as f:
-            for line in f:
-                try:
-                    event = ast.literal_eval(line.decode(errors="replace"))
-                except (ValueError, SyntaxError, MemoryError, RecursionError):
+            while line := f.readline(EVENT_LINE_BYTES):
+                size = len(line)
+                if size == EVENT_LINE_BYTES and not line.endswith(b"\n"):
+                    size += _skip_line(f)
+                    channel.cut_lines += 1
+                    event = _cut_event(line, size)
+                else:
+                    event = _parse(line)
+                channel.longest = max(channel.longest, size)
+                if event is None:
                     continue  # a line cut short by a crash mid-write
-                if isinstance(event, dict) and protocol.EVENT_KEY in event:
-                    events.append(Event.from_dict(event))
+                kept = min(size, EVENT_LINE_BYTES)
+                if len(channel.events) < MAX_EVENTS and kept_bytes + kept <= EVENTS_BYTES:
+                    channel.events.append(event)
+                    kept_bytes += kept
+                elif event.name in VITAL_EVENTS and vital < MAX_VITAL_EVENTS:
+                    channel.events.append(_slim(event))
+                    vital += 1
+                else:
+                    channel.dropped += 1
+                    channel.dropped_bytes += size
     except OSError:
         pass
-    return events
+    return channel
+
+
+def read_events(path: Path) -> list[Event]:
+    """The events of the result channel, within its bounds (read_channel)."""
+    return read_channel(path).events
+
+
+def _parse(line: bytes) -> Event | None:
+    try:
+        record = ast.literal_eval(line.decode(errors="replace"))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if isinstance(record, dict) and protocol.EVENT_KEY in record:
+        return Event.from_dict(record)
+    return None
+
+
+def _skip_line(f: BinaryIO) -> int:
+    """Read past the rest of a line, a chunk at a time; the bytes skipped."""
+    skipped = 0
+    while chunk := f.readline(SKIP_CHUNK):
+        skipped += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    return skipped
+
+
+def _cut_event(head: bytes, size: int) -> Event | None:
+    """A line too long to keep: its event, pid and time, and the start of its first field, marked as cut."""
+    match = _CUT_HEAD.match(head)
+    if match is None:
+        return None
+    name, pid, when, key, value = match.groups()
+    try:
+        fields: dict[str, Any] = {"cut": size}
+        if key is not None:
+            text = value.decode(errors="replace").lstrip("'\"")
+            fields[key.decode()] = f"{text} [... line of {size} bytes cut to {EVENT_LINE_BYTES}]"
+        return Event(name.decode(errors="replace"), int(pid), float(when), fields)
+    except ValueError:
+        return None
+
+
+def _slim(event: Event) -> Event:
+    """A vital event past the budget: its text fields cut short, its lists and dicts left out."""
+    fields = {k: v[:VITAL_TEXT_CHARS] if isinstance(v, str) else v for k, v in event.fields.items()
+              if isinstance(v, (str, int, float, bool)) or v is None}
+    return Event(event.name, event.pid, event.time, fields)
 
 
 def lead_pid(events: list[Event], main_pid: int) -> int:
@@ -85,7 +197,10 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
              leftovers: list[Leftover], phase_at_deadline: Phase | None = None,
              notes: tuple[str, ...] = ()) -> RunResult:
     run_dir = files.run_dir
-    events = read_events(files.events)
+    channel = read_channel(files.events)
+    events = channel.events
+    if (channel_note := channel.note()) is not None:
+        notes = (*notes, channel_note)
     stderr_tail = _tail(files.stderr)
     stdout_tail = _tail(files.stdout)
     main_pid = lead_pid(events, main_pid)
@@ -157,6 +272,6 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
                                     int(e.get("data_len", 0))) for e in corruption),
         leftover_processes=tuple(leftovers), evidence=evidence, stdout_tail=stdout_tail, stderr_tail=stderr_tail,
         python_stacks=python_stacks, backtraces=tuple(backtraces),
-        events=tuple(e for e in events if e.name != protocol.STARTED)[:MAX_EVENTS], notes=notes,
+        events=tuple(e for e in events if e.name != protocol.STARTED), notes=notes,
         seed=spec.seed, perturbations=tuple(spec.perturbations), mode=spec.mode, replay=spec.replay,
     )

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from lifeguard.interpreter import Interpreter
-from lifeguard.model.outcomes import Expectation, Outcome, Verdict
+from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import RunResult, SeriesSummary, Session
 from lifeguard.model.run import RunSpec, StartMode
 from lifeguard.model.scenario import Scenario
-from lifeguard.model.stats import series_stats
+from lifeguard.model.tally import SeriesTally
 from lifeguard.plan.scheduler import PlanOptions, Scheduler, build_all, series_of
 from lifeguard.run.containment import containment
 from lifeguard.run.launch import no_inherited_cores
@@ -38,37 +38,24 @@ class Sink(Protocol):
     def finish(self, session: Session) -> None: ...
 
 
-def summarise(session: Session, series: list[tuple[Scenario, str, int]]) -> list[SeriesSummary]:
-    by_series: dict[tuple[str, str], list[RunResult]] = {}
-    for result in session.results:
-        by_series.setdefault((result.scenario, result.variant), []).append(result)
-    summaries = []
-    for item, variant, _ in series:
-        runs = sorted(by_series.get((item.name, variant), []), key=lambda r: r.index)
-        expectation = item.expectation(variant, session.interpreter.short_version)
-        counts = {o.value: 0 for o in Outcome}
-        for run in runs:
-            counts[run.outcome.value] += 1
-        verdict = expectation.judge([(r.outcome, r.phase) for r in runs])
-        first_bad = _first_unexpected(expectation, runs) if verdict is Verdict.UNEXPECTED else None
-        stats = series_stats([r.outcome is not Outcome.PASSED for r in runs], [r.duration for r in runs],
-                             [r.finished_at for r in runs]) if runs else None
-        summaries.append(SeriesSummary(
-            scenario=item.name, variant=variant, expected=str(expectation), runs=len(runs),
-            counts={k: v for k, v in counts.items() if v}, verdict=verdict,
-            description=item.description, where=item.where, first_unexpected=first_bad, stats=stats,
-            modes=tuple(sorted({r.mode.value for r in runs})),
-        ))
-    return summaries
+# Runs a session keeps in memory with their evidence (Session.results): the first RUNS_KEPT that are evidence
+# (did not pass, or were unexpected). A later one is streamed to the sinks like any run (results.jsonl, and
+# report.json, which is written from it, list every run in full; its folder keeps its files) and counted in its
+# series' summary, but not held: a --duration session of a buggy variant would otherwise hold every crash's
+# tails and events until it ends. Each series' first failure and first unexpected run are held by its tally
+# whatever this says, for the terminal, junit.xml and report.html.
+RUNS_KEPT = 100
 
 
-def _first_unexpected(expectation: Expectation, runs: list[RunResult]) -> int | None:
-    """The run to show for an unexpected series: the first it could not accept, else the first
-    (a "sometimes:" series with no hit)."""
-    for position, run in enumerate(runs):
-        if not expectation.accepts(run.outcome, run.phase):
-            return position
-    return 0 if runs else None
+def tallies_for(session: Session, series: list[tuple[Scenario, str, int]]) -> dict[tuple[str, str], SeriesTally]:
+    """One tally a series, in the plan's order (the summaries' order)."""
+    version = session.interpreter.short_version
+    return {(item.name, variant): SeriesTally(item, variant, item.expectation(variant, version))
+            for item, variant, _ in series}
+
+
+def summarise(tallies: dict[tuple[str, str], SeriesTally]) -> list[SeriesSummary]:
+    return [tally.summary() for tally in tallies.values()]
 
 
 # After Ctrl-C, how long the workers get to kill their runs' trees (each needs
@@ -115,13 +102,16 @@ class Engine:
 
     Capture and diagnosis are handed in (``capture_hooks``, ``explain``): they sit in layers below
     this one, and a session builder (lifeguard.cli.session) wires them for every front end.
+    ``keep_all_runs``: keep every run in ``Session.results``, passed ones included, in full (the pytest plugin
+    hands them to its test); by default a session keeps only evidence (RUNS_KEPT), so its memory stays flat.
     """
 
     def __init__(self, interpreter: Interpreter, *, jobs: int = 1, sinks: Sequence[Sink] = (),
                  capture_hooks: tuple[CaptureHook, ...] = (), explain: Explain = unexplained,
                  runs_dir: Path | None = None, live: LiveOutput | None = None,
-                 on_compile: Callable[[str, str], None] | None = None) -> None:
+                 on_compile: Callable[[str, str], None] | None = None, keep_all_runs: bool = False) -> None:
         self.interpreter = interpreter
+        self.keep_all_runs = keep_all_runs
         self.explain = explain
         self.live = live  # where plain targets' output goes while they run
         self.on_compile = on_compile  # told (fixture, variant) before a build that is not cached
@@ -133,10 +123,12 @@ class Engine:
         self._lock = threading.Lock()
         self._exitfirst = False
         self._failure: BaseException | None = None  # a worker's own error, raised again in the main thread
+        self._tallies: dict[tuple[str, str], SeriesTally] = {}
 
     def run(self, scenarios: list[Scenario], options: PlanOptions) -> Session:
         session = Session(self.interpreter, scenarios)
         series = series_of(scenarios, options)
+        self._tallies = tallies = tallies_for(session, series)
         built = build_all(series, self.interpreter, on_compile=self.on_compile)
         self._exitfirst = options.exitfirst
         if any(item.is_plain and item.workdir for item in scenarios):
@@ -161,10 +153,10 @@ class Engine:
             with shutdown.protected():  # a second stop signal must not cut the reports short
                 servers.close()
                 session.duration = time.monotonic() - began
-                session.summaries = summarise(session, series)
+                session.summaries = summarise(tallies)
                 for sink in self.sinks:
                     sink.finish(session)
-                if temporary and not any(r.outcome is not Outcome.PASSED for r in session.results):
+                if temporary and not any(tally.stats.failures for tally in tallies.values()):
                     shutil.rmtree(runs_dir, ignore_errors=True)
         return session
 
@@ -192,10 +184,15 @@ class Engine:
             return
         scheduler.record(result)
         with self._lock:
-            session.results.append(result)
+            tally = self._tallies[(result.scenario, result.variant)]
+            tally.add(result)
+            session.finished += 1
+            if self.keep_all_runs or (tally.is_evidence(result) and len(session.results) < RUNS_KEPT):
+                session.results.append(result)
             for sink in self.sinks:
                 sink.result(result)
-            if self._exitfirst and not session.stopped and scheduler.settled_unexpected(result, session.results):
+            if (self._exitfirst and not session.stopped
+                    and scheduler.settled_unexpected(result, tally.runs, tally.verdict())):
                 session.stopped = True  # -x: no new run starts; runs already under way finish
                 scheduler.stop()
 

@@ -13,7 +13,7 @@ from lifeguard.model.run import StartMode
 from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack
 from lifeguard.model.stats import series_stats
 from lifeguard.report.junit import junit_xml
-from lifeguard.report.text import EVIDENCE_LINES, evidence_text, series_runs, summary_line
+from lifeguard.report.text import EVIDENCE_LINES, evidence_text, summary_line
 
 PYTHON = Interpreter(executable="/usr/bin/python3.11", version=(3, 11, 7), include="/usr/include/python3.11",
                      ext_suffix=".cpython-311-x86_64-linux-gnu.so", soabi="cpython-311-x86_64-linux-gnu",
@@ -77,19 +77,21 @@ def test_long_stacks_are_never_cut_and_point_at_the_whole_text() -> None:
     assert all(f"frame_{n} [libfoo.so]" in text for n in range(200))
 
 
-def summary(runs: list[RunResult], verdict: Verdict, first_unexpected: int | None = None) -> SeriesSummary:
+def summary(runs: list[RunResult], verdict: Verdict, first_unexpected: RunResult | None = None) -> SeriesSummary:
     counts: dict[str, int] = {}
     for run in runs:
         key = f"{run.outcome}@{run.phase}" if run.phase else str(run.outcome)
         counts[key] = counts.get(key, 0) + 1
     return SeriesSummary(scenario="pool", variant="buggy", expected="crashed@exit", runs=len(runs), counts=counts,
                          verdict=verdict, first_unexpected=first_unexpected,
+                         first_failure=next((r for r in runs if r.outcome is not Outcome.PASSED), None),
                          stats=series_stats([r.outcome is not Outcome.PASSED for r in runs],
-                                            [r.duration for r in runs]), modes=("fork-server/full",))
+                                            [r.duration for r in runs]), modes=("fork-server/full",),
+                         duration=sum(r.duration for r in runs))
 
 
 def test_summary_line_with_statistics_and_modes() -> None:
-    line = summary_line(summary([PASSED, CRASHED], Verdict.UNEXPECTED, 0))
+    line = summary_line(summary([PASSED, CRASHED], Verdict.UNEXPECTED, PASSED))
     assert line.splitlines() == [
         "FAIL pool[buggy]  2 runs: 1 passed, 1 crashed@exit  (expected crashed@exit) -> unexpected",
         "       1/2 failed: rate 50% (95% CI 9.5%-91%); first failure at run 2; run time p50 0.875s p90 1.375s"
@@ -103,13 +105,11 @@ def test_summary_line_of_a_single_expected_run() -> None:
     assert summary_line(one) == "ok   pool[buggy]  1 run: 1 crashed@exit  (expected crashed@exit) -> expected"
 
 
-def test_series_runs_in_run_order_and_junit() -> None:
-    other = replace(PASSED, scenario="other", variant="default", expected="passed")
-    session = Session(interpreter=PYTHON, scenarios=[], results=[CRASHED, other, PASSED],
-                      summaries=[summary([PASSED, CRASHED], Verdict.UNEXPECTED, 0),
+def test_junit_from_the_summaries() -> None:
+    session = Session(interpreter=PYTHON, scenarios=[], results=[CRASHED, PASSED], finished=3,
+                      summaries=[summary([PASSED, CRASHED], Verdict.UNEXPECTED, PASSED),
                                  SeriesSummary("other", "default", "passed", 1, {"passed": 1}, Verdict.EXPECTED)],
                       duration=2.0)
-    assert series_runs(session, session.summaries[0]) == [PASSED, CRASHED]
     suite = ET.fromstring(junit_xml(session))
     assert (suite.get("tests"), suite.get("failures"), suite.get("time")) == ("2", "1", "2.000")
     failed = suite.find("testcase[@name='pool[buggy]']")

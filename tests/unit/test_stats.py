@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from lifeguard.model.stats import SeriesStats, percentile, series_stats, wilson_interval
+from lifeguard.model.stats import RunningStats, SeriesStats, percentile, series_stats, wilson_interval
 
 
 def test_wilson_interval_values() -> None:
@@ -96,3 +96,34 @@ def test_to_dict_carries_every_field_and_the_bound() -> None:
     assert data["bound"] == stats.bound_text()
     assert {k: v for k, v in data.items() if k != "bound"} == stats.__dict__
     assert data["duration_p50"] == 0.5 and data["seconds_to_first_failure"] == 1.5
+
+
+def test_running_stats_fed_out_of_order_equal_the_series_in_order() -> None:
+    """With -j, runs finish out of order: the running statistics depend on the runs' indexes, not on that."""
+    rng = random.Random(7)
+    for _ in range(200):
+        runs = rng.randint(1, 30)
+        failed = [rng.random() < 0.3 for _ in range(runs)]
+        durations = [round(rng.expovariate(5.0), 4) for _ in range(runs)]
+        finished = [float(i + 1) for i in range(runs)]
+        order = list(range(runs))
+        rng.shuffle(order)
+        running = RunningStats()
+        for i in order:
+            running.add(i, failed[i], durations[i], finished[i])
+        assert running.stats() == series_stats(failed, durations, finished)
+
+
+def test_a_series_longer_than_what_is_kept_keeps_a_uniform_sample() -> None:
+    running = RunningStats(kept=1000)
+    rng = random.Random(11)
+    for i in range(50_000):
+        running.add(i, i == 40_000, rng.random(), float(i))
+    stats = running.stats()
+    assert len(running.durations) == 1000  # bounded: the sample, not every run
+    assert (stats.runs, stats.failures, stats.runs_to_first_failure) == (50_000, 1, 40_001)
+    assert stats.seconds_to_first_failure == 40_000.0
+    assert 0.999 < stats.duration_max <= 1.0  # exact, not sampled
+    # Uniform durations on [0, 1): a uniform sample of 1000 puts the median within a few percent of 0.5
+    # (its standard error is about 0.016), and so for the 90th percentile.
+    assert abs(stats.duration_p50 - 0.5) < 0.08 and abs(stats.duration_p90 - 0.9) < 0.05
