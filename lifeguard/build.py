@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lifeguard.errors import BuildError
+from lifeguard.errors import BuildCacheError, BuildError
 from lifeguard.interpreter import Interpreter
 
 CACHE_ENV = "LIFEGUARD_CACHE"
@@ -33,6 +33,29 @@ def cache_dir() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "lifeguard"
+
+
+def writable_cache() -> Path:
+    """The cache folder, made and proven writable, or BuildCacheError in one line naming it and the remedy.
+
+    Needed where something is written there: a fixture build, the children's path link.
+    """
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.NamedTemporaryFile(dir=folder, prefix=".lifeguard-write-test-").close()  # noqa: SIM115
+    except OSError as exc:
+        raise BuildCacheError(unwritable_cache(folder, exc)) from None
+    return folder
+
+
+def unwritable_cache(folder: Path, exc: OSError) -> str:
+    """One line: which cache folder cannot be written, why, and how to choose another."""
+    why = "a file stands on its path" if isinstance(exc, (FileExistsError, NotADirectoryError)) \
+        else (exc.strerror or str(exc))
+    source = f"${CACHE_ENV}" if os.environ.get(CACHE_ENV) else "the default"
+    return (f"the build cache {folder} ({source}) cannot be written: {why}; "
+            f"set {CACHE_ENV} to a folder you can write (e.g. {CACHE_ENV}=/tmp/lifeguard-cache)")
 
 
 COMPILE_TIMEOUT = 300.0
@@ -138,8 +161,13 @@ def build_fixture(name: str, variant: str, interp: Interpreter, *, near: Path | 
     if module_path.exists() and not force:
         return BuiltFixture(name, variant, out_dir, module_path, cached=True)
     lock_path = cache_dir() / "build" / f"{name}-{variant}-{key}.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "w") as lock:
+    try:
+        writable_cache()
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(lock_path, "w")  # noqa: SIM115 (closed by the with below)
+    except OSError as exc:
+        raise BuildCacheError(unwritable_cache(lock_path.parent, exc)) from None
+    with lock:
         # Another process may be building the same thing: wait for it, then reuse.
         fcntl.flock(lock, fcntl.LOCK_EX)
         if module_path.exists() and not force:

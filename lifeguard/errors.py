@@ -73,3 +73,26 @@ class GdbNotFoundError(CaptureError):
         "Install it (Debian/Ubuntu: apt-get install gdb; Fedora: dnf install gdb; "
         "conda: conda install -c conda-forge gdb), or put it on PATH."
     )
+
+
+class BuildCacheError(LifeguardError):
+    """The fixture build cache cannot be written; the message names the folder and the way to move it."""
+
+    EXIT_CODE = EXIT_USAGE  # an environment problem the user can fix
+
+
+class ReportDirError(ConfigurationError):
+    """The report folder (``--report``, ``--lifeguard-report``) cannot be written; the message says why."""
+
+
+class DiskFullError(LifeguardError):
+    """The disk under lifeguard's files is full (ENOSPC, or a quota): the session stops with every finished
+    run's line of results.jsonl whole."""
+
+    EXIT_CODE = EXIT_USAGE  # an environment problem the user can fix
+
+    def __init__(self, path: object) -> None:
+        self.path = str(path)
+        super().__init__(f"no space left on the disk of {self.path}: the session stopped (results.jsonl holds "
+                         "whole lines only); free space on that disk or write the report to another one "
+                         "(--report DIR)")

@@ -33,14 +33,14 @@ from lifeguard.interpreter import resolve
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Session
 from lifeguard.model.run import MODES
-from lifeguard.model.scenario import DEFAULT_VARIANT, VARIANTS, Scenario
+from lifeguard.model.scenario import DEFAULT_VARIANT, VARIANTS, Scenario, unique_selection
 from lifeguard.plan.discover import PlainTarget, discover, is_plain_script, select
 from lifeguard.plan.perturbations import PERTURBATIONS
 from lifeguard.plan.probes import DEFAULT_TIMEOUT as PROBE_TIMEOUT
 from lifeguard.plan.probes import PROBES, parse_hook, probe_options, probe_scenarios
 from lifeguard.plan.scheduler import PlanOptions, build_all, series_of
+from lifeguard.report.escape import for_terminal
 from lifeguard.report.terminal import COLOR_CHOICES, exited_on_its_own
-from lifeguard.report.text import visible
 
 
 class Command:
@@ -96,7 +96,7 @@ class Selecting(Command):
             found = select(found, args.keyword)
         if not found:
             raise ArgumentError("no scenario matches the selection")
-        return found
+        return unique_selection(found)  # one definition selected twice runs once; two that collide are refused
 
     @staticmethod
     def variants(args: argparse.Namespace) -> tuple[str, ...] | None:
@@ -315,6 +315,10 @@ class Probe(Command):
         paths = [os.getcwd(), *(os.path.abspath(p) for p in args.paths)]
         kinds = tuple(dict.fromkeys(args.probes or PROBES))
         report = Path(args.report).resolve() if args.report else None
+        if report is not None:
+            from lifeguard.report.files import writable_folder  # the report writers: only when asked
+
+            writable_folder(report)  # before the probe file goes there: a file or a read-only folder in one line
         folder = report / "probe" if report else Path(tempfile.mkdtemp(prefix="lifeguard-probe-"))
         try:
             scenarios = probe_scenarios(args.module, kinds, folder, hook=hook, check=check, paths=paths,
@@ -327,7 +331,8 @@ class Probe(Command):
                 shutil.rmtree(folder, ignore_errors=True)
         missing = None if session.interrupted else module_missing(session, args.module)
         if missing:
-            print(f"lifeguard: error: cannot import {args.module} in the child: {visible(missing)}", file=sys.stderr)
+            print(f"lifeguard: error: cannot import {args.module} in the child: {for_terminal(missing)}",
+                  file=sys.stderr)
             print("lifeguard: put its folder on the import path with --path DIR, or pick the interpreter "
                   "it is installed in with --python", file=sys.stderr)
             return EXIT_USAGE

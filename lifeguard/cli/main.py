@@ -11,6 +11,8 @@ from lifeguard import __version__
 from lifeguard.cli.commands import COMMANDS
 from lifeguard.cli.options import Parser
 from lifeguard.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, LifeguardError
+from lifeguard.report.escape import for_terminal
+from lifeguard.report.stream import SafeOutput
 from lifeguard.run.shutdown import shutdown
 
 
@@ -63,14 +65,15 @@ def _main(parser: Parser, argv: Sequence[str] | None) -> int:
             return EXIT_USAGE
         return int(args.handler.run(args))
     except LifeguardError as exc:
-        print(f"lifeguard: error: {exc}", file=sys.stderr)
+        _say(f"lifeguard: error: {exc}")
         if exc.HELP_TEXT:
-            print(f"lifeguard: {exc.HELP_TEXT}", file=sys.stderr)
+            _say(f"lifeguard: {exc.HELP_TEXT}")
         return exc.EXIT_CODE
     except KeyboardInterrupt:
-        print("lifeguard: interrupted", file=sys.stderr)
+        _say("lifeguard: interrupted")
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
+    except BrokenPipeError:  # `lifeguard list | head -1`: the reader has what it wanted
+        SafeOutput(sys.stdout).silence()  # and the interpreter's last flush must not fail (exit 120)
         return EXIT_OK
     except Exception:
         traceback.print_exc()
@@ -78,6 +81,11 @@ def _main(parser: Parser, argv: Sequence[str] | None) -> int:
               file=sys.stderr)
         return EXIT_INTERNAL
 
+
+def _say(text: str) -> None:
+    """One of lifeguard's own lines on stderr: a name or message from a scenario file shown, never acted on;
+    a stderr whose reader went away costs the line, not the exit code."""
+    SafeOutput(sys.stderr).write(for_terminal(text) + "\n")
 
 
 if __name__ == "__main__":

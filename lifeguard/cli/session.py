@@ -15,16 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lifeguard.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNEXPECTED
+from lifeguard.build import cache_dir, unwritable_cache
+from lifeguard.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNEXPECTED, BuildCacheError
 from lifeguard.interpreter import Interpreter
+from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import RunResult, Session
 from lifeguard.model.run import RunSpec
-from lifeguard.model.scenario import Scenario
+from lifeguard.model.scenario import Scenario, check_unique_names
 from lifeguard.plan.scheduler import PlanOptions
 from lifeguard.report.live import TerminalEcho
 from lifeguard.report.sinks import sinks_for
 from lifeguard.report.terminal import TerminalSink
 from lifeguard.run.engine import Engine
+from lifeguard.run.launch import child_path_dir
 from lifeguard.run.supervise import CaptureHook, HangContext
 
 if TYPE_CHECKING:
@@ -71,6 +74,11 @@ def explain_failure(spec: RunSpec, result: RunResult) -> RunResult:
 
 def run_session(scenarios: Sequence[Scenario], options: PlanOptions, setup: SessionSetup) -> Session:
     """Plan, run, diagnose and report ``scenarios``; Ctrl-C ends it early with ``interrupted`` set."""
+    check_unique_names(scenarios)  # two scenarios' runs must never share an evidence folder
+    try:
+        child_path_dir()  # in the cache folder: every run's start needs it, so a read-only cache is said once
+    except OSError as exc:
+        raise BuildCacheError(unwritable_cache(cache_dir(), exc)) from None
     report_dir = setup.report_dir.resolve() if setup.report_dir is not None else None  # children run elsewhere
     runs_dir = setup.runs_dir or (report_dir / "runs" if report_dir is not None else None)
     live = setup.terminal and not setup.quiet and any(s.is_plain for s in scenarios)
@@ -86,7 +94,10 @@ def run_session(scenarios: Sequence[Scenario], options: PlanOptions, setup: Sess
 
 
 def exit_code(session: Session) -> int:
-    """0 every verdict expected, 1 some unexpected, 130 interrupted."""
+    """0 every verdict expected, 1 some unexpected, 3 lifeguard failed a run (outcome ``error``: whatever
+    the verdicts say, they rest on a run lifeguard could not judge), 130 interrupted."""
     if session.interrupted:
         return EXIT_INTERRUPTED
+    if any(result.outcome is Outcome.ERROR for result in session.results):
+        return EXIT_INTERNAL
     return EXIT_OK if session.all_expected else EXIT_UNEXPECTED

@@ -14,6 +14,9 @@ class Outcome(str, enum.Enum):
     CRASHED = "crashed"  # killed by a signal or a fatal error
     HUNG = "hung"  # the deadline passed
     CORRUPTED = "corrupted"  # the scenario reported broken data
+    # lifeguard's own fault for this run (an exception while supervising or explaining it): never an
+    # expectation, always an unexpected verdict, and the session exits 3.
+    ERROR = "error"
 
     def __str__(self) -> str:
         return self.value
@@ -55,11 +58,13 @@ class Expectation:
         if sometimes:
             text = text[len(SOMETIMES_PREFIX) :]
         outcome_text, _, phase_text = text.strip().partition("@")
+        choices = ", ".join(o.value for o in Outcome if o is not Outcome.ERROR)
         try:
             outcome = Outcome(outcome_text)
         except ValueError:
-            choices = ", ".join(o.value for o in Outcome)
             raise ValueError(f"unknown outcome {outcome_text!r} (choose from {choices})") from None
+        if outcome is Outcome.ERROR:
+            raise ValueError(f"'error' is lifeguard's own failure, not an outcome to expect (choose from {choices})")
         phase = None
         if phase_text:
             try:

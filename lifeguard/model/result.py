@@ -329,6 +329,7 @@ class Session:
     finished: int = 0  # runs that finished, kept in ``results`` or not
     interrupted: bool = False
     stopped: bool = False  # -x: stopped at the first unexpected verdict (later runs not started)
+    failure: str = ""  # lifeguard's own error that stopped the session early (a full disk, a broken sink)
     started: float = field(default_factory=time.time)
     duration: float = 0.0
     runs_dir: Path | None = None
@@ -337,6 +338,7 @@ class Session:
 
     @property
     def all_expected(self) -> bool:
-        """Every verdict expected, in a session that ran to its end (an interrupted one proves nothing)."""
-        return (not self.interrupted and bool(self.summaries)
+        """Every verdict expected, in a session that ran to its end (an interrupted one, or one that
+        lifeguard's own error stopped, proves nothing)."""
+        return (not self.interrupted and not self.failure and bool(self.summaries)
                 and all(s.verdict is Verdict.EXPECTED for s in self.summaries))

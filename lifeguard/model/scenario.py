@@ -7,7 +7,7 @@ so it stays free of heavy imports and of anything supervisor-specific.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,6 +167,57 @@ def _validate_repeat(repeat: Any, variants: tuple[str, ...], where: str) -> dict
     return values
 
 
+_FOLDER_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+EVIDENCE_NAME_LIMIT = 80
+
+
+def evidence_name(name: str) -> str:
+    """A scenario's name as its runs' evidence folders spell it (``runs/<this>-<variant>-<n>/``)."""
+    return _FOLDER_UNSAFE.sub("_", name)[:EVIDENCE_NAME_LIMIT]
+
+
+def check_unique_names(scenarios: Sequence[Scenario]) -> None:
+    """Refuse two scenarios of one selection whose runs would share evidence folders and results: the same
+    name in two files, or names that become one folder name (``case 1`` and ``case_1``)."""
+    seen: dict[str, Scenario] = {}
+    for item in scenarios:
+        key = evidence_name(item.name)
+        other = seen.setdefault(key, item)
+        if other is item:
+            continue
+        same = "the same name" if other.name == item.name else f"names that share the folder name {key!r}"
+        if other == item:
+            raise ScenarioDefinitionError(f"scenario {item.name!r} ({item.where}) is selected twice: name it once")
+        raise ScenarioDefinitionError(
+            f"scenarios {other.name!r} ({other.where}) and {item.name!r} ({item.where}) have {same}: their "
+            "runs would share one evidence folder; rename one (@lifeguard.scenario(name=...))")
+
+
+def unique_selection(scenarios: Sequence[Scenario]) -> list[Scenario]:
+    """``scenarios`` with repeats of one definition dropped (a file and a name that selects it again),
+    refused by check_unique_names when two definitions collide."""
+    kept: list[Scenario] = []
+    for item in scenarios:
+        if item not in kept:
+            kept.append(item)
+    check_unique_names(kept)
+    return kept
+
+
+def _check_body(func: Callable[..., Any], where: str) -> None:
+    """A body is called once and must do its work in that call: calling an ``async def`` or a generator
+    function only makes a coroutine or a generator, so the run would pass without running the body."""
+    import inspect
+
+    kind = ("an async def" if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func)
+            else "a generator function" if inspect.isgeneratorfunction(func) else None)
+    if kind is not None:
+        name = getattr(func, "__name__", "the body")
+        raise ScenarioDefinitionError(
+            f"{where}: scenario body {name} is {kind}: calling it would not run it, and the run would pass "
+            "without doing anything; make it a plain def (an async body: def that calls asyncio.run(...))")
+
+
 # Scenarios declared while a scenario file is being imported, in order.
 _registry: list[Scenario] = []
 
@@ -202,6 +253,7 @@ def scenario(
         path = code.co_filename if code else ""
         line = code.co_firstlineno if code else 0
         where = f"{path}:{line}"
+        _check_body(func, where)
         wanted = expect
         if wanted is None:
             wanted = {"buggy": "passed", "fixed": "passed"} if fixture else {DEFAULT_VARIANT: "passed"}

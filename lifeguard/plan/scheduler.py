@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import shlex
 import sys
 import threading
@@ -25,7 +24,7 @@ from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome, Phase, Verdict
 from lifeguard.model.result import RunResult
 from lifeguard.model.run import BacktraceMethod, RunKind, RunSpec, StartMode
-from lifeguard.model.scenario import Scenario
+from lifeguard.model.scenario import Scenario, evidence_name
 from lifeguard.plan.perturbations import START_PERTURBATIONS, check_perturbations, supervisor_side
 
 # With --until-fail and neither --repeat nor --duration, a series stops here.
@@ -50,10 +49,6 @@ class PlanOptions:
     perturbations: tuple[str, ...] = ()
     mode: str = "auto"  # "auto", "fresh" or "fork-server"
     exitfirst: bool = False  # -x: stop starting runs at the first unexpected verdict
-
-
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:80]
 
 
 def run_seed(base_seed: int, scenario: str, variant: str, index: int) -> int:
@@ -246,7 +241,7 @@ class Scheduler:
             scenario=item.name, variant=variant, index=index, kind=RunKind(item.kind), path=item.path,
             function=item.function, code=item.code, interpreter=interp,
             timeout=self.options.timeout or item.timeout,
-            run_dir=self.runs_dir / f"{_safe(item.name)}-{variant}-{index}",
+            run_dir=self.runs_dir / f"{evidence_name(item.name)}-{variant}-{index}",
             expected=str(item.expectation(variant, interp.short_version)),
             fixture=item.fixture, fixture_dir=str(fixture.directory) if fixture else None,
             cores=self.options.cores and native, keep_cores=self.options.keep_cores,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import os
 import shutil
+import tempfile
 import threading
 from array import array
 from collections.abc import Iterable, Iterator
@@ -13,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from lifeguard import __version__
-from lifeguard.errors import ConfigurationError
+from lifeguard.errors import DiskFullError, ReportDirError
 from lifeguard.model.result import RunResult, Session
+from lifeguard.report.escape import for_json
 from lifeguard.report.html import render
 from lifeguard.report.junit import junit_xml
 
@@ -22,18 +26,20 @@ SCHEMA_VERSION = 1
 
 
 class JsonlSink:
-    """results.jsonl: one line per finished run, flushed at once, so a killed harness loses nothing.
+    """results.jsonl: one line per finished run, synced at once, so a killed harness loses nothing.
 
+    Each line is written whole or not at all: a write the disk cannot take (ENOSPC) is cut back to the end
+    of the last whole line and stops the session (DiskFullError), so every line in the file parses.
     It also notes where each run's line starts (8 bytes a run, by series), so report.json can list every run in
     order from this file at the end (``runs_in_order``) instead of the session holding every run until then.
     """
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.file = open(path, "wb")  # noqa: SIM115 (closed in finish)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        self.size = 0  # the end of the last whole line: where the next one starts
         self.lock = threading.Lock()
-        self.written = 0  # bytes so far: where the next line starts
         # (scenario, variant) -> run indexes and the offsets of their lines, in the order the runs finished
         self.lines: dict[tuple[str, str], tuple[array[int], array[int]]] = {}
 
@@ -41,18 +47,31 @@ class JsonlSink:
         pass
 
     def result(self, result: RunResult) -> None:
-        line = (json.dumps(result.to_dict(), default=str) + "\n").encode()
+        line = (json.dumps(for_json(result.to_dict())) + "\n").encode("utf-8")
         with self.lock:
-            self.file.write(line)
-            self.file.flush()
-            os.fsync(self.file.fileno())
+            if self.fd < 0:
+                return
+            try:
+                written = 0
+                while written < len(line):
+                    written += os.pwrite(self.fd, line[written:], self.size + written)
+                os.fsync(self.fd)
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self.fd, self.size)  # no half line: the file ends with the last whole one
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise DiskFullError(self.path) from None
+                raise
             indexes, offsets = self.lines.setdefault((result.scenario, result.variant), (array("q"), array("q")))
             indexes.append(result.index)
-            offsets.append(self.written)
-            self.written += len(line)
+            offsets.append(self.size)
+            self.size += len(line)
 
     def finish(self, session: Session) -> None:
-        self.file.close()
+        with self.lock:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
 
     def runs_in_order(self) -> Iterator[dict[str, Any]]:
         """Every run written, read back one at a time from the file, by scenario, variant and index."""
@@ -77,6 +96,7 @@ def report_dict(session: Session) -> dict[str, Any]:
         "stopped": session.stopped,
         "membership": session.membership,
         "all_expected": session.all_expected,
+        "failure": session.failure or None,
         "summaries": [s.to_dict() for s in session.summaries],
         "runs": [],
     }
@@ -85,18 +105,25 @@ def report_dict(session: Session) -> dict[str, Any]:
 def write_report(path: Path, session: Session, runs: Iterable[dict[str, Any]]) -> None:
     """report.json, its runs streamed in: the same text ``json.dumps(..., indent=1)`` of the whole report
     would be, without the whole report in memory at once."""
-    head = json.dumps(report_dict(session), indent=1, default=str)
+    head = json.dumps(for_json(report_dict(session)), indent=1, default=str)
     empty_runs = "[]\n}"
     assert head.endswith(empty_runs)  # "runs" is the last key
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as out:
-        out.write(head[: -len(empty_runs)])
-        separator = "[\n"
-        for run in runs:
-            out.write(separator + "  " + json.dumps(run, indent=1, default=str).replace("\n", "\n  "))
-            separator = ",\n"
-        out.write(empty_runs if separator == "[\n" else "\n ]\n}")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as out:
+            out.write(head[: -len(empty_runs)])
+            separator = "[\n"
+            for run in runs:
+                out.write(separator + "  " + json.dumps(run, indent=1, default=str).replace("\n", "\n  "))
+                separator = ",\n"
+            out.write(empty_runs if separator == "[\n" else "\n ]\n}")
+        os.replace(tmp, path)
+    except OSError as exc:  # whole or not at all, as _atomic_write
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(path) from None
+        raise
 
 
 # What a session writes into its report folder; a reused folder is emptied of these first, so no
@@ -109,23 +136,31 @@ LOCK_FILE = ".lifeguard.lock"
 class ReportDirSink:
     """--report DIR: results.jsonl as runs finish; report.json, junit.xml and report.html at the end.
 
-    The folder is locked for the session: a second lifeguard writing into it is refused.
+    The folder is locked for the session: a second lifeguard writing into it is refused. A folder that
+    cannot be written (a file, read-only, not ours) is refused before any run starts (ReportDirError).
     """
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
-        self._lock = open(directory / LOCK_FILE, "a")  # noqa: SIM115 (held until finish)
+        writable_folder(directory)
+        try:
+            self._lock = open(directory / LOCK_FILE, "a")  # noqa: SIM115 (held until finish)
+        except OSError as exc:
+            raise ReportDirError(_cannot_write(directory, exc)) from None
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             self._lock.close()
-            raise ConfigurationError(f"--report {directory}: another lifeguard is writing this folder; "
-                                     "wait for it or choose another folder") from None
-        for name in REPORT_FILES:
-            (directory / name).unlink(missing_ok=True)
-        shutil.rmtree(directory / RUNS_FOLDER, ignore_errors=True)
-        self.jsonl = JsonlSink(directory / "results.jsonl")
+            raise ReportDirError(f"--report {directory}: another lifeguard is writing this folder; "
+                                 "wait for it or choose another folder") from None
+        try:
+            for name in REPORT_FILES:
+                (directory / name).unlink(missing_ok=True)
+            shutil.rmtree(directory / RUNS_FOLDER, ignore_errors=True)
+            self.jsonl = JsonlSink(directory / "results.jsonl")
+        except OSError as exc:
+            self._lock.close()
+            raise ReportDirError(_cannot_write(directory, exc)) from None
 
     def start(self, session: Session, total_runs: int | None) -> None:
         self.jsonl.start(session, total_runs)
@@ -134,15 +169,43 @@ class ReportDirSink:
         self.jsonl.result(result)
 
     def finish(self, session: Session) -> None:
-        self.jsonl.finish(session)
-        write_report(self.directory / "report.json", session, self.jsonl.runs_in_order())
-        _atomic_write(self.directory / "junit.xml", junit_xml(session))
-        _atomic_write(self.directory / "report.html", render(session))
-        self._lock.close()  # releases the flock
+        try:
+            self.jsonl.finish(session)
+            write_report(self.directory / "report.json", session, self.jsonl.runs_in_order())
+            _atomic_write(self.directory / "junit.xml", junit_xml(session))
+            _atomic_write(self.directory / "report.html", render(session))
+        finally:
+            self._lock.close()  # releases the flock
 
+
+def writable_folder(directory: Path) -> None:
+    """Make ``directory`` (a report folder) or refuse it in one line: a file, a read-only or foreign one."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=directory, prefix=".lifeguard-write-test-")  # noqa: SIM115
+        probe.close()  # removes it
+    except OSError as exc:
+        raise ReportDirError(_cannot_write(directory, exc)) from None
+
+
+def _cannot_write(directory: Path, exc: OSError) -> str:
+    if isinstance(exc, (FileExistsError, NotADirectoryError)):
+        return f"--report {directory}: not a folder (it, or a folder on its path, is a file); choose a folder"
+    return (f"--report {directory}: cannot write there ({exc.strerror or exc}); "
+            "choose a folder this user can write")
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    """``path`` whole or not at all; a full disk stops with DiskFullError and leaves no partial file.
+    The text is escaped for its format already; backslashreplace only keeps a missed character from
+    losing the whole file."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(path) from None
+        raise

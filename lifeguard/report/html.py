@@ -1,13 +1,14 @@
-"""report.html: the same summaries and evidence as the terminal, as one self-contained page."""
+"""report.html: the same summaries and evidence as the terminal, as one self-contained page; every text in it
+goes through report.escape.for_html (a child's controls and lone surrogates shown, then HTML-escaped)."""
 
 from __future__ import annotations
 
-import html
 import time
 
 from lifeguard import __version__
-from lifeguard.model.outcomes import Verdict
+from lifeguard.model.outcomes import Outcome, Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, Session
+from lifeguard.report.escape import for_html
 from lifeguard.report.text import evidence_text
 
 STYLE = """
@@ -23,15 +24,15 @@ pre { background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 12px; }
 
 def _cell(text: object, cls: str = "") -> str:
     attr = f' class="{cls}"' if cls else ""
-    return f"<td{attr}>{html.escape(str(text))}</td>"
+    return f"<td{attr}>{for_html(text)}</td>"
 
 
 def _series_row(summary: SeriesSummary) -> str:
     counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
     bound = summary.stats.bound_text() if summary.stats else ""
     anchor = f"{summary.scenario}-{summary.variant}"
-    name = html.escape(f"{summary.scenario}[{summary.variant}]")
-    link = f'<a href="#{html.escape(anchor)}">{name}</a>' if summary.verdict is Verdict.UNEXPECTED else name
+    name = for_html(f"{summary.scenario}[{summary.variant}]")
+    link = f'<a href="#{for_html(anchor)}">{name}</a>' if summary.verdict is Verdict.UNEXPECTED else name
     return (f'<tr class="{summary.verdict.value}"><td>{link}</td>' + _cell(summary.expected) + _cell(summary.runs)
             + _cell(counts) + _cell(bound) + _cell(", ".join(summary.modes)) + _cell(summary.verdict.value, "verdict")
             + "</tr>")
@@ -40,11 +41,11 @@ def _series_row(summary: SeriesSummary) -> str:
 def _evidence(result: RunResult) -> str:
     parts = []
     for finding in result.findings:
-        frames = "".join(f"<li><code>{html.escape(f)}</code></li>" for f in finding.frames[:12])
-        parts.append(f'<div class="finding"><b>[{html.escape(finding.kind)}]</b> '
-                     f'{html.escape(finding.summary)}<br><i>fix:</i> '
-                     f'{html.escape(finding.hint)}<ul>{frames}</ul></div>')
-    parts.append(f"<pre>{html.escape(evidence_text(result))}</pre>")
+        frames = "".join(f"<li><code>{for_html(f)}</code></li>" for f in finding.frames[:12])
+        parts.append(f'<div class="finding"><b>[{for_html(finding.kind)}]</b> '
+                     f'{for_html(finding.summary)}<br><i>fix:</i> '
+                     f'{for_html(finding.hint)}<ul>{frames}</ul></div>')
+    parts.append(f"<pre>{for_html(evidence_text(result))}</pre>")
     return "\n".join(parts)
 
 
@@ -55,18 +56,23 @@ def render(session: Session) -> str:
     for summary in session.summaries:
         if summary.verdict is Verdict.EXPECTED or summary.first_unexpected is None:
             continue
-        anchor = html.escape(f"{summary.scenario}-{summary.variant}")
-        details.append(f'<h3 id="{anchor}">{html.escape(summary.scenario)}[{html.escape(summary.variant)}]: '
-                       f"expected {html.escape(summary.expected)}</h3>\n{_evidence(summary.first_unexpected)}")
+        anchor = for_html(f"{summary.scenario}-{summary.variant}")
+        details.append(f'<h3 id="{anchor}">{for_html(summary.scenario)}[{for_html(summary.variant)}]: '
+                       f"expected {for_html(summary.expected)}</h3>\n{_evidence(summary.first_unexpected)}")
     failed = sum(s.runs - s.counts.get("passed", 0) for s in session.summaries)
     bad = sum(1 for s in session.summaries if s.verdict is Verdict.UNEXPECTED)
     state = "interrupted" if session.interrupted else ("all as expected" if not bad else f"{bad} unexpected")
+    errors = sum(s.counts.get(Outcome.ERROR.value, 0) for s in session.summaries)
+    if errors:
+        state += f", {errors} run(s) failed by lifeguard's own error"
+    if session.failure:
+        state += f", stopped early: {session.failure}"
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(session.started))
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>lifeguard report</title><style>{STYLE}</style></head>
 <body>
-<h1>lifeguard report: {html.escape(state)}</h1>
-<p>lifeguard {__version__}, Python {html.escape(interp.version_text)} ({html.escape(interp.executable)}),
+<h1>lifeguard report: {for_html(state)}</h1>
+<p>lifeguard {__version__}, Python {for_html(interp.version_text)} ({for_html(interp.executable)}),
 started {started}, {session.finished} runs ({failed} not passed) in {session.duration:.1f} s,
 seed {session.base_seed}.</p>
 <table>

@@ -1,23 +1,27 @@
 """junit.xml: one testcase per scenario x variant; a failure carries the evidence of its first unexpected run.
 
-A child's control characters are shown as ``\\x1b``... (report.text.visible): XML 1.0 cannot carry them."""
+Every text and attribute goes through report.escape.for_xml at the end: a child's control characters, lone
+surrogates and U+FFFE/U+FFFF, which XML 1.0 cannot carry, are shown as ``\\x1b``, ``\\xff``..."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from lifeguard.model.outcomes import Verdict
-from lifeguard.model.result import Session
-from lifeguard.report.text import evidence_text, visible
+from lifeguard.model.outcomes import Outcome, Verdict
+from lifeguard.model.result import RunResult, SeriesSummary, Session
+from lifeguard.report.escape import for_xml
+from lifeguard.report.text import evidence_text
 
 
 def junit_xml(session: Session) -> str:
     """One testcase per scenario x variant; a failure carries the evidence."""
     not_run = [s for s in session.summaries if session.stopped and not s.runs]  # -x stopped before them
+    errored = {(s.scenario, s.variant) for s in session.summaries if s.counts.get(Outcome.ERROR.value)}
     suite = ET.Element("testsuite", name="lifeguard", tests=str(len(session.summaries)),
                        failures=str(sum(s.verdict is Verdict.UNEXPECTED and s not in not_run
+                                        and (s.scenario, s.variant) not in errored
                                         for s in session.summaries)),
-                       skipped=str(len(not_run)), time=f"{session.duration:.3f}")
+                       errors=str(len(errored)), skipped=str(len(not_run)), time=f"{session.duration:.3f}")
     for summary in session.summaries:
         case = ET.SubElement(suite, "testcase", classname=f"lifeguard.{summary.scenario}",
                              name=f"{summary.scenario}[{summary.variant}]", time=f"{summary.duration:.3f}")
@@ -27,21 +31,51 @@ def junit_xml(session: Session) -> str:
                            *((f"count.{o}", str(n)) for o, n in summary.counts.items()),
                            *((f"stats.{k}", str(v)) for k, v in stats.items() if v is not None)):
             ET.SubElement(props, "property", name=key, value=value)
+        own_error = _own_error(session, summary)
         if summary in not_run:
             ET.SubElement(case, "skipped", message="not run: stopped at the first unexpected verdict (-x)")
+        elif own_error is not None:
+            # lifeguard's own fault, not the scenario's: a JUnit error, as a broken fixture is for pytest.
+            error = ET.SubElement(case, "error", message=f"lifeguard failed run {own_error.index}: {own_error.reason}")
+            error.text = evidence_text(own_error)
         elif summary.verdict is Verdict.UNEXPECTED:
             counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
             failure = ET.SubElement(case, "failure", message=f"expected {summary.expected}, got {counts}")
             if summary.first_unexpected is not None:
-                failure.text = visible(evidence_text(summary.first_unexpected))
+                failure.text = evidence_text(summary.first_unexpected)
         elif summary.first_failure is not None:
-            ET.SubElement(case, "system-out").text = visible(evidence_text(summary.first_failure))
-    if session.interrupted:
-        # An interrupted session proves nothing: a CI page must not show it green.
-        suite.set("errors", "1")
+            ET.SubElement(case, "system-out").text = evidence_text(summary.first_failure)
+    if session.interrupted or session.failure:
+        # An interrupted or stopped session proves nothing: a CI page must not show it green.
+        why = "interrupted" if session.interrupted else f"stopped by lifeguard's own error ({session.failure})"
+        suite.set("errors", str(len(errored) + 1))
         suite.set("tests", str(len(session.summaries) + 1))
         case = ET.SubElement(suite, "testcase", classname="lifeguard", name="session")
-        ET.SubElement(case, "error", message=f"interrupted after {session.finished} finished run(s); "
+        ET.SubElement(case, "error", message=f"{why} after {session.finished} finished run(s); "
                                              "the rest did not run")
+    _escape_tree(suite)
     ET.indent(suite)
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _own_error(session: Session, summary: SeriesSummary) -> RunResult | None:
+    """The series' first run lifeguard itself failed (kept in full: a failure always is, up to the cap)."""
+    if not summary.counts.get(Outcome.ERROR.value):
+        return None
+    for run in (summary.first_unexpected, summary.first_failure, *session.results):
+        if run is not None and run.outcome is Outcome.ERROR and (run.scenario, run.variant) == (
+                summary.scenario, summary.variant):
+            return run
+    return None
+
+
+def _escape_tree(root: ET.Element) -> None:
+    """Every text, tail and attribute value of the tree as XML 1.0 can carry it (names come from scenario
+    files, texts from children: any of them may hold anything)."""
+    for element in root.iter():
+        if element.text:
+            element.text = for_xml(element.text)
+        if element.tail:
+            element.tail = for_xml(element.tail)
+        for key, value in element.attrib.items():
+            element.set(key, for_xml(value))

@@ -2,9 +2,10 @@
 
 The child's stdout goes to lifeguard's stdout and its stderr to lifeguard's stderr (a CI log shows
 pytest's output where it would be without lifeguard). Bytes become text as UTF-8 (undecodable bytes as
-``\\xNN``) and control characters are shown, never acted on (report.text.visible): a child cannot move
-the cursor, recolour the terminal or hide lines. With several plain runs in a session each line starts
-with its run's name, so parallel runs stay apart.
+``\\xNN``) and control characters are shown, never acted on (report.escape.for_terminal): a child cannot
+move the cursor, recolour the terminal or hide lines. A terminal that goes away (``| head``, a closed
+window) silences the echo (report.stream.SafeOutput), never the run's supervision. With several plain runs
+in a session each line starts with its run's name, so parallel runs stay apart.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import threading
 from typing import TextIO
 
 from lifeguard.model.run import RunSpec
-from lifeguard.report.text import visible
+from lifeguard.report.escape import for_terminal
+from lifeguard.report.stream import SafeOutput
 
 # A line longer than this is shown in pieces rather than held back (a progress dots line, a binary blob).
 MAX_PENDING = 64 * 1024
@@ -25,7 +27,7 @@ class TerminalEcho:
     """LiveOutput (lifeguard.run.live) for the terminal."""
 
     def __init__(self, stdout: TextIO | None = None, stderr: TextIO | None = None, *, prefix: bool = False) -> None:
-        self.streams = {"stdout": stdout or sys.stdout, "stderr": stderr or sys.stderr}
+        self.streams = {"stdout": SafeOutput(stdout or sys.stdout), "stderr": SafeOutput(stderr or sys.stderr)}
         self.prefix = prefix
         self.lock = threading.Lock()
         self.decoders: dict[tuple[str, int, str], codecs.IncrementalDecoder] = {}
@@ -57,12 +59,7 @@ class TerminalEcho:
                     self._show(spec, stream, text)
 
     def _show(self, spec: RunSpec, stream: str, text: str) -> None:
-        lines = visible(text).split("\n")
+        lines = for_terminal(text).split("\n")
         if self.prefix:
             lines = [f"[{spec.scenario}#{spec.index}] {line}" for line in lines]
-        out = self.streams[stream]
-        try:
-            out.write("\n".join(lines) + "\n")
-            out.flush()
-        except (OSError, ValueError):
-            pass  # a closed terminal must not end the run's supervision
+        self.streams[stream].write("\n".join(lines) + "\n")

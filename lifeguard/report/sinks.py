@@ -12,13 +12,13 @@ from lifeguard.run.engine import Sink
 
 def sinks_for(*, terminal: bool, verbose: bool = False, report_dir: Path | None = None, quiet: bool = False,
               live: bool = False, color: str = "auto") -> list[Sink]:
-    """The terminal (unless ``terminal`` is false) and the report folder (when given, created here)."""
+    """The terminal (unless ``terminal`` is false) and the report folder (when given: created, or refused in
+    one line when it cannot be written)."""
     sinks: list[Sink] = []
     if terminal:
         sinks.append(TerminalSink(verbose=verbose, quiet=quiet, live=live, color=color))
     if report_dir is not None:
         from lifeguard.report.files import ReportDirSink  # json, the html and junit writers: only when asked
 
-        report_dir.mkdir(parents=True, exist_ok=True)
         sinks.append(ReportDirSink(report_dir))
     return sinks

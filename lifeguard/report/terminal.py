@@ -1,7 +1,8 @@
 """The terminal sink: progress while runs finish, then one line per series and the evidence of what was unexpected.
 
 Everything that comes from a child (a reason, a stderr tail, a library message) is made visible first
-(report.text.visible): a child's escape sequences never act on the terminal.
+(report.escape.for_terminal): a child's escape sequences never act on the terminal. The stream is a
+report.stream.SafeOutput: a reader that goes away (``| head -1``) silences the terminal, not the session.
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ from typing import TextIO
 from lifeguard import __version__
 from lifeguard.model.outcomes import Expectation, Outcome, Verdict
 from lifeguard.model.result import RunResult, Session
-from lifeguard.report.text import evidence_text, summary_line, visible
+from lifeguard.report.escape import for_terminal
+from lifeguard.report.stream import SafeOutput
+from lifeguard.report.text import evidence_text, summary_line
 
 PLAIN_PROGRESS_INTERVAL = 10.0  # seconds between progress lines when not on a terminal
+MAX_ERRORS_SHOWN = 10  # runs lifeguard itself failed, listed at the end one line each
 COLOR_CHOICES = ("auto", "yes", "no")
 _GREEN, _RED, _YELLOW, _RESET = "\x1b[32m", "\x1b[31m", "\x1b[33m", "\x1b[0m"
 
 
-def use_color(choice: str, stream: TextIO, environ: dict[str, str] | None = None) -> bool:
+def use_color(choice: str, stream: TextIO | SafeOutput, environ: dict[str, str] | None = None) -> bool:
     """``--color auto|yes|no``: auto is a terminal whose user did not set NO_COLOR (no-color.org) nor
     TERM=dumb."""
     import os
@@ -46,6 +50,10 @@ def _unexpected(result: RunResult) -> bool:
         return result.outcome is not Outcome.PASSED
 
 
+def _key(result: RunResult) -> tuple[str, str, int]:
+    return (result.scenario, result.variant, result.index)
+
+
 def exited_on_its_own(result: RunResult) -> bool:
     """A run that failed only by its own non-zero exit code: no signal, hang, corruption, leftover process
     (for a wrapped command such as pytest, its own verdict, not a lifetime problem)."""
@@ -64,30 +72,31 @@ class TerminalSink:
     def __init__(self, stream: TextIO | None = None, verbose: bool = False, *, quiet: bool = False,
                  live: bool = False, color: str = "auto") -> None:
         self.stream = stream or sys.stdout
-        self.color = use_color(color, self.stream)
+        self.out = SafeOutput(self.stream)
+        self.color = use_color(color, self.out)
         self.verbose = verbose
         self.quiet = quiet
         self.live = live
         self.done = 0
         self.total: int | None = 0
         self.lock = threading.Lock()
-        self.tty = self.stream.isatty()
+        self.tty = self.out.isatty()
 
-    def print(self, text: str = "", **kwargs: object) -> None:
-        print(visible(text), file=self.stream, flush=True, **kwargs)  # type: ignore[call-overload]
+    def print(self, text: str = "", end: str = "\n") -> None:
+        self.out.write(for_terminal(text) + end)
 
     def paint(self, text: str, colour: str) -> str:
-        """``text`` in ``colour`` on a colour terminal (after visible(): lifeguard's own escapes only)."""
+        """``text`` in ``colour`` on a colour terminal (after for_terminal(): lifeguard's own escapes only)."""
         return f"{colour}{text}{_RESET}" if self.color else text
 
     def print_marked(self, line: str) -> None:
         """A series line, its leading ok / FAIL / skip mark coloured."""
-        text = visible(line)
+        text = for_terminal(line)
         for mark, colour in (("ok ", _GREEN), ("FAIL", _RED), ("skip", _YELLOW)):
             if text.startswith(mark):
                 text = self.paint(mark, colour) + text[len(mark):]
                 break
-        print(text, file=self.stream, flush=True)
+        self.out.write(text + "\n")
 
     def compiling(self, fixture: str, variant: str) -> None:
         """Before a fixture build that is not cached: seconds of compiler time, said while they pass."""
@@ -128,7 +137,7 @@ class TerminalSink:
                 if self.total:
                     filled = int(30 * self.done / self.total)
                     bar = "[" + "#" * filled + "." * (30 - filled) + "] "
-                self.stream.write("\r")
+                self.out.write("\r")
                 self.print(f"  {bar}{progress}", end="")
             elif not self.tty and now - self.last_line >= PLAIN_PROGRESS_INTERVAL:
                 # Not a terminal (CI logs): a plain line now and then, no carriage returns.
@@ -140,9 +149,10 @@ class TerminalSink:
             self.print()
         plain = {s.name for s in session.scenarios if s.is_plain}
         for summary in session.summaries:
-            if summary.runs == 0 and session.stopped:
-                self.print_marked(f"skip {summary.scenario}[{summary.variant}]  not run: stopped at the first "
-                                  "unexpected verdict (-x)")
+            if summary.runs == 0 and (session.stopped or session.failure):
+                why = "stopped at the first unexpected verdict (-x)" if session.stopped else \
+                    "the session stopped early (below)"
+                self.print_marked(f"skip {summary.scenario}[{summary.variant}]  not run: {why}")
                 continue
             self.print_marked(summary_line(summary))
             if summary.verdict is Verdict.EXPECTED:
@@ -155,14 +165,38 @@ class TerminalSink:
                 continue
             self.print(f"\n=== {summary.scenario}[{summary.variant}] expected {summary.expected} ===")
             self.print(self._evidence(summary.first_unexpected, summary.scenario in plain))
+        shown = {_key(s.first_unexpected) for s in session.summaries
+                 if s.verdict is Verdict.UNEXPECTED and s.runs and s.first_unexpected is not None}
+        self._own_errors(session, shown)
         bad = sum(1 for s in session.summaries if s.verdict is Verdict.UNEXPECTED and s.runs)
         state = "interrupted" if session.interrupted else ("all as expected" if not bad else f"{bad} unexpected")
+        errors = sum(s.counts.get(Outcome.ERROR.value, 0) for s in session.summaries)
+        if errors:
+            state += f", {plural(errors)} failed by lifeguard's own error"
         if session.stopped:
             state += ", stopped at the first (-x)"
-        good = not bad and not session.interrupted
+        if session.failure:
+            state += f", stopped early: {session.failure}"
+        good = not bad and not session.interrupted and not session.failure
         self.print()
-        print(f"{plural(session.finished)} in {session.duration:.1f}s: "
-              + self.paint(state, _GREEN if good else _RED), file=self.stream, flush=True)
+        self.out.write(f"{plural(session.finished)} in {session.duration:.1f}s: "
+                       + self.paint(for_terminal(state), _GREEN if good else _RED) + "\n")
+
+    def _own_errors(self, session: Session, shown: set[tuple[str, str, int]]) -> None:
+        """Every run lifeguard itself failed that the session kept, one line each (the first one's traceback
+        too, unless its evidence was shown above): what a bug report needs."""
+        count = sum(s.counts.get(Outcome.ERROR.value, 0) for s in session.summaries)
+        errors = [r for r in session.results if r.outcome is Outcome.ERROR]
+        if not count:
+            return
+        self.print(f"\n=== lifeguard's own errors: {plural(count)} (exit code 3) ===")
+        for result in errors[:MAX_ERRORS_SHOWN]:
+            self.print(f"{result}: {result.reason}")
+        if count > min(len(errors), MAX_ERRORS_SHOWN):
+            self.print(f"... and {count - min(len(errors), MAX_ERRORS_SHOWN)} more (results.jsonl, report.json)")
+        if errors and _key(errors[0]) not in shown:
+            for note in errors[0].notes[-1:]:
+                self.print(note)
 
     def _evidence(self, result: RunResult, plain: bool) -> str:
         if plain and exited_on_its_own(result):

@@ -3,31 +3,11 @@ plugin show them."""
 
 from __future__ import annotations
 
-import re
-
 from lifeguard.model.outcomes import Verdict
 from lifeguard.model.result import RunResult, SeriesSummary
 from lifeguard.model.run import StartMode
 
 EVIDENCE_LINES = 25
-
-# What a terminal would act on rather than show: C0 controls but tab and newline, DEL, C1 controls, and
-# the Unicode marks that reorder or hide text (bidirectional overrides and isolates, line separators).
-_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    if code == 0x0D:
-        return "\\r"
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def visible(text: str) -> str:
-    """``text`` safe to print on a terminal: a child's escape sequences, carriage returns and other
-    controls shown as ``\\x1b``, ``\\r``... instead of acting (a newline before which a ``\\r`` only ends
-    a Windows line stays a plain newline)."""
-    return _INVISIBLE.sub(_escape, text.replace("\r\n", "\n"))
 
 
 def findings_text(result: RunResult) -> list[str]:

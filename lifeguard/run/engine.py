@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from lifeguard.errors import DiskFullError, LifeguardError
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import RunResult, SeriesSummary, Session
@@ -21,6 +22,7 @@ from lifeguard.plan.scheduler import PlanOptions, Scheduler, build_all, series_o
 from lifeguard.run.containment import containment
 from lifeguard.run.launch import no_inherited_cores
 from lifeguard.run.live import LiveOutput
+from lifeguard.run.own_error import disk_full, error_result
 from lifeguard.run.shutdown import shutdown
 from lifeguard.run.supervise import CaptureHook, RunInterrupted, run_once
 
@@ -163,20 +165,29 @@ class Engine:
     def _one(self, spec: RunSpec, servers: LazyServers, began: float) -> RunResult | None:
         if self.cancel.is_set():
             return None
+        seen: RunResult | None = None
         try:
             hooks = self.capture_hooks if spec.cores else ()
             live = self.live if spec.plain else None
             if spec.mode is StartMode.FRESH:
-                result = run_once(spec, cancel=self.cancel, capture_hooks=hooks, live=live)
+                seen = run_once(spec, cancel=self.cancel, capture_hooks=hooks, live=live)
             else:
-                result = servers.run(spec, cancel=self.cancel, capture_hooks=hooks, live=live)
+                seen = servers.run(spec, cancel=self.cancel, capture_hooks=hooks, live=live)
+            # A failed run gets its evidence and findings; a passed one only a look for core files (a forked
+            # child may have crashed while its parent carried on), so passing runs pay one listdir.
+            result = self.explain(spec, seen)
+            if result.outcome is Outcome.PASSED:
+                shutil.rmtree(spec.run_dir, ignore_errors=True)
         except RunInterrupted:
             return None
-        # A failed run gets its evidence and findings; a passed one only a look for core files (a forked
-        # child may have crashed while its parent carried on), so passing runs pay one listdir.
-        result = self.explain(spec, result)
-        if result.outcome is Outcome.PASSED:
-            shutil.rmtree(spec.run_dir, ignore_errors=True)
+        except Exception as exc:  # lifeguard's own fault for this run: recorded as an `error` run, never lost
+            if isinstance(exc, LifeguardError) and seen is None:
+                raise  # said on purpose before anything ran (a command that cannot start): the session stops
+            result = error_result(spec, exc, during="supervising" if seen is None else "explaining", seen=seen)
+            if disk_full(exc) or isinstance(exc, LifeguardError):  # the next runs would fail alike: stop
+                stop = DiskFullError(getattr(exc, "filename", None) or spec.run_dir) if disk_full(exc) else exc
+                with self._lock:
+                    self._failure = self._failure or stop  # raised in the main thread when the runs are in
         return replace(result, finished_at=round(time.monotonic() - began, 4))
 
     def _deliver(self, session: Session, scheduler: Scheduler, result: RunResult | None) -> None:
@@ -198,15 +209,21 @@ class Engine:
 
     def _worker(self, scheduler: Scheduler, session: Session, servers: LazyServers, began: float) -> None:
         try:
-            while not self.cancel.is_set():
+            while not self.cancel.is_set() and self._failure is None:
                 spec = scheduler.next_spec()
                 if spec is None:
                     return
                 self._deliver(session, scheduler, self._one(spec, servers, began))
-        except Exception as exc:  # lifeguard's own error in a worker: the session ends with it
+        except Exception as exc:  # lifeguard's own error outside a run (a sink, the plan): the session ends with it
             with self._lock:
                 self._failure = self._failure or exc
-            scheduler.stop()
+        finally:
+            if self._failure is not None:  # no new run starts; runs under way finish and are recorded
+                scheduler.stop()
+                with self._lock:
+                    failure = self._failure
+                    session.failure = session.failure or (str(failure) if isinstance(failure, LifeguardError)
+                                                          else f"{type(failure).__name__}: {failure}")
 
     def _execute(self, scheduler: Scheduler, session: Session, servers: LazyServers, began: float) -> None:
         if self.jobs == 1:

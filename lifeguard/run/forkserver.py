@@ -147,6 +147,8 @@ class ForkedHandle:
                 self._returncode = self.server.wait_exit(self.pid, timeout)
             else:
                 self._returncode = self._wait_orphan(timeout)
+            if self._returncode is not None:
+                self.server.forget(self.pid)  # the news is ours now: the server's table must not grow a run
         return self._returncode is not None
 
     def _wait_orphan(self, timeout: float) -> int | None:

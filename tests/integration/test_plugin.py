@@ -148,6 +148,7 @@ def test_marked_tests_run_in_fresh_interpreters(plugin_env: pytest.Pytester, pac
 MARKER_ERRORS = {
     "test_timeout_word": ('timeout="soon"', "timeout", "'soon' is not a number of seconds"),
     "test_timeout_zero": ("timeout=0", "timeout", "0 must be a positive number of seconds"),
+    "test_timeout_nan": ('timeout=float("nan")', "timeout", "nan must be a positive number of seconds"),
     "test_repeat_zero": ("repeat=0", "repeat", "0 must be at least 1"),
     "test_repeat_fraction": ("repeat=1.5", "repeat", "1.5 is not a whole number"),
     "test_repeat_stray": ('fixture="tiny", variant="fixed", repeat={"buggy": 2}', "repeat",
@@ -190,6 +191,8 @@ OPTION_ERRORS = [
     (["--lifeguard-repeat", "0"], "", "--lifeguard-repeat from command line: '0' must be at least 1"),
     (["--lifeguard-report", "a_file"], "", "--lifeguard-report from command line: 'a_file' exists and is not a folder"),
     ([], "lifeguard_timeout = soon", "lifeguard_timeout from ini file: 'soon' is not a number of seconds"),
+    ([], "lifeguard_timeout = nan", "lifeguard_timeout from ini file: 'nan' must be a positive number of seconds"),
+    (["--lifeguard-timeout", "nan"], "", "--lifeguard-timeout from command line: 'nan' must be a positive number"),
     ([], "lifeguard_repeat = 2.5", "lifeguard_repeat from ini file: '2.5' is not a whole number"),
     ([], "lifeguard_report = a_file", "lifeguard_report from ini file: 'a_file' exists and is not a folder"),
     (["-o", "lifeguard_repeat=x"], "", "lifeguard_repeat from -o: 'x' is not a whole number"),

@@ -8,7 +8,7 @@ from lifeguard.errors import ScenarioDefinitionError
 from lifeguard.model.outcomes import Expectation, Outcome, Phase, Verdict
 from lifeguard.model.scenario import resolve_expectation
 
-PASSED, FAILED, CRASHED, HUNG, CORRUPTED = Outcome
+PASSED, FAILED, CRASHED, HUNG, CORRUPTED, ERROR = Outcome
 IMPORT, RUN, EXIT, FORK_CHILD = Phase
 
 
@@ -36,6 +36,9 @@ def test_str_is_the_short_form() -> None:
     ("crashed@later", "unknown phase 'later' (choose from import, run, exit, fork-child)"),
     ("", "unknown outcome ''"),
     ("sometimes:passed", "'sometimes:passed' means nothing; expect 'passed'"),
+    ("error", "'error' is lifeguard's own failure, not an outcome to expect (choose from passed, failed, crashed, "
+              "hung, corrupted)"),
+    ("sometimes:error@run", "'error' is lifeguard's own failure"),
 ])
 def test_parse_refuses(text: str, message: str) -> None:
     with pytest.raises(ValueError) as raised:
@@ -49,6 +52,14 @@ def test_matches_needs_the_phase_only_when_one_is_given() -> None:
     at_exit = Expectation(CRASHED, EXIT)
     assert at_exit.matches(CRASHED, EXIT)
     assert not at_exit.matches(CRASHED, RUN) and not at_exit.matches(HUNG, EXIT)
+
+
+def test_an_error_run_is_never_accepted() -> None:
+    """lifeguard's own failure for a run proves nothing about the scenario: no expectation accepts it, so its
+    series is unexpected whatever else it holds."""
+    for expectation in (Expectation(PASSED), Expectation(CRASHED, EXIT), Expectation(CORRUPTED, sometimes=True)):
+        assert not expectation.accepts(ERROR, None) and not expectation.matches(ERROR, None)
+        assert expectation.judge([(expectation.outcome, expectation.phase), (ERROR, None)]) is Verdict.UNEXPECTED
 
 
 def test_judge_every_run_must_match() -> None:

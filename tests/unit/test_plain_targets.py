@@ -10,7 +10,7 @@ import pytest
 from lifeguard.cli.main import build_parser, parse
 from lifeguard.errors import ArgumentError
 from lifeguard.plan.discover import PlainTarget, is_plain_script
-from lifeguard.report.text import visible
+from lifeguard.report.escape import for_terminal as visible
 
 
 @pytest.fixture

@@ -57,6 +57,8 @@ def test_a_fixture_scenario_expects_per_variant() -> None:
     ({"expect": {"default": {">=x": "passed"}}}, "bad Python version key '>=x'"),
     ({"expect": {"default": {"*": 3}}}, "expectation for '*' must be a string"),
     ({"timeout": -1}, "timeout: -1 must be a positive number of seconds"),
+    ({"timeout": float("nan")}, "timeout: nan must be a positive number of seconds"),
+    ({"timeout": float("inf")}, "timeout: inf must be a positive number of seconds"),
     ({"timeout": "10"}, "timeout must be a positive number, got '10'"),
     ({"repeat": 0}, "repeat: 0 must be at least 1"),
     ({"repeat": True}, "repeat must be a positive int or a dict"),
@@ -67,4 +69,30 @@ def test_definition_errors_name_the_line(arguments: dict[str, Any], message: str
         declare(**arguments)
     text = str(raised.value)
     assert text.startswith(f"{__file__}:") and message in text, text
+    assert take_registered() == []
+
+
+def test_an_async_body_is_refused_where_it_is_written() -> None:
+    """Calling an ``async def`` only makes a coroutine: the run would pass without running the body."""
+    with pytest.raises(ScenarioDefinitionError) as raised:
+        @lifeguard.scenario()
+        async def body() -> None:
+            raise AssertionError("never runs")
+    text = str(raised.value)
+    assert text.startswith(f"{__file__}:") and "scenario body body is an async def" in text, text
+    assert "asyncio.run" in text
+    assert take_registered() == []
+
+
+@pytest.mark.parametrize("kind", ["generator", "async generator"])
+def test_a_generator_body_is_refused_too(kind: str) -> None:
+    with pytest.raises(ScenarioDefinitionError, match="calling it would not run it"):
+        if kind == "generator":
+            @lifeguard.scenario()
+            def body() -> Iterator[int]:
+                yield 1
+        else:
+            @lifeguard.scenario()
+            async def agen() -> Any:
+                yield 1
     assert take_registered() == []
