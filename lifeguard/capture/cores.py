@@ -7,6 +7,7 @@ from pathlib import Path
 
 from lifeguard.child.cores import core_pattern_is_local
 from lifeguard.child.protocol import CORE_PATTERN_FILE
+from lifeguard.run.launch import core_files
 
 CORE_PATTERN = Path(CORE_PATTERN_FILE)
 
@@ -39,4 +40,4 @@ def core_setup() -> CoreSetup:
 
 def find_cores(run_dir: Path) -> list[Path]:
     """Core files in a run's folder (``core``, ``core.PID`` or a pattern starting with ``core``)."""
-    return sorted(p for p in run_dir.glob("core*") if p.is_file())
+    return core_files(run_dir)

@@ -27,7 +27,7 @@ from lifeguard.report.live import TerminalEcho
 from lifeguard.report.sinks import sinks_for
 from lifeguard.report.terminal import TerminalSink
 from lifeguard.run.engine import Engine
-from lifeguard.run.launch import child_path_dir
+from lifeguard.run.launch import child_path_dir, core_files
 from lifeguard.run.supervise import CaptureHook, HangContext
 
 if TYPE_CHECKING:
@@ -67,6 +67,10 @@ def capture_hang(context: HangContext) -> list[ProcessStacks]:
 
 
 def explain_failure(spec: RunSpec, result: RunResult) -> RunResult:
+    # A passed run without a core file in its folder has nothing to explain, and must not pay for importing
+    # the diagnosis (~60 ms, most of what lifeguard adds to a short program).
+    if result.outcome is Outcome.PASSED and not (spec.cores and core_files(spec.run_dir)):
+        return result
     from lifeguard.diagnose.explain import explain
 
     return explain(spec, result)

@@ -164,6 +164,11 @@ def child_argv(spec: RunSpec, *, as_script: bool = False) -> list[str]:
 
 
 
+def core_files(run_dir: Path) -> list[Path]:
+    """Core files in a run's folder (``core``, ``core.PID`` or a pattern starting with ``core``)."""
+    return sorted(p for p in run_dir.glob("core*") if p.is_file())
+
+
 @dataclass(frozen=True)
 class RunFiles:
     """The run's folder and the files the child writes (opened by the supervisor)."""
