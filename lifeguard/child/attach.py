@@ -16,13 +16,14 @@ from __future__ import annotations
 import os
 import sys
 
-from lifeguard.child import bootstrap, plain, protocol
+from lifeguard.child import bootstrap, joined, plain, protocol
 
 
 def main(hook_dir: str) -> None:
     """Called by the generated sitecustomize, at interpreter start-up, before the program's first line."""
     while hook_dir in sys.path:
         sys.path.remove(hook_dir)
+    joined.wait_for_cgroup()  # a command's Python: in the run's cgroup before the program's first line
     text = os.environ.get(protocol.ATTACH_ENV)
     # A process the bootstrap is about to run (its spec is still in the environment) is set up by it.
     if text and protocol.SPEC_ENV not in os.environ:

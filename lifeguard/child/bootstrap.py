@@ -21,7 +21,7 @@ import faulthandler
 import os
 import sys
 
-from lifeguard.child import cores, emit, protocol
+from lifeguard.child import cores, emit, joined, protocol
 
 TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows this name
 if TYPE_CHECKING:
@@ -163,6 +163,7 @@ def apply_perturbations(names: list[str], seed: int) -> None:
 def main() -> None:
     """Entry point of a fresh child: the spec comes in the environment, as a Python
     literal written by the supervisor (cheaper to read than importing json)."""
+    joined.wait_for_cgroup()
     run(eval(os.environ.pop(protocol.SPEC_ENV), {"__builtins__": {}}, {}))
 
 

@@ -24,6 +24,10 @@ JITTER_ENV = "LIFEGUARD_JITTER_US"  # the jitter perturbation's bound, read by h
 # It reaches them through SITE_HOOK_FILE, on the PYTHONPATH lifeguard gives the run.
 ATTACH_ENV = "LIFEGUARD_ATTACH"
 
+# The cgroup the run's processes must be in before any of the run's own code runs ("CONTROLLERS:PATH" as
+# /proc/self/cgroup names it, "" for the unified hierarchy): the bootstrap and the attach hook wait for it.
+CGROUP_ENV = "LIFEGUARD_CGROUP"
+
 # --- environment variables the supervisor reads ------------------------------------------------------
 # How runs' processes are tracked: "auto" (a cgroup where one is writable, else the subreaper), "cgroup" or
 # "subreaper" (forced: the fallback's own tests, or a machine whose cgroups misbehave).

@@ -29,6 +29,7 @@ class Hierarchy:
     version: int
     base: Path  # the supervisor's own cgroup in that hierarchy: run folders are made below it
     view: str  # the same cgroup as /proc/PID/cgroup names it
+    controllers: str = ""  # its /proc/PID/cgroup name: "" for the unified hierarchy, "pids" (or a list) for v1
 
     @property
     def name(self) -> str:
@@ -77,9 +78,9 @@ def find_hierarchies() -> list[Hierarchy]:
             found.append(Hierarchy(2, _below(mount, root, own[""]), own[""]))
     for root, mount, fstype, options in _mounts():
         if fstype == "cgroup" and "pids" in options.split(","):
-            path = next((p for c, p in own.items() if "pids" in c.split(",")), None)
-            if path is not None:
-                found.append(Hierarchy(1, _below(mount, root, path), path))
+            named = next((c for c in own if "pids" in c.split(",")), None)
+            if named is not None:
+                found.append(Hierarchy(1, _below(mount, root, own[named]), own[named], named))
     return found
 
 
@@ -100,6 +101,15 @@ class CgroupFolder:
     @property
     def procs_file(self) -> Path:
         return self.path / "cgroup.procs"
+
+    def adopt(self, pid: int) -> None:
+        """Move ``pid`` into this folder (the child waits for it: lifeguard.child.joined)."""
+        _write(self.procs_file, str(pid))
+
+    @property
+    def proc_line(self) -> str:
+        """How /proc/PID/cgroup names this folder: "CONTROLLERS:PATH"."""
+        return f"{self.hierarchy.controllers}:{self.view}"
 
     def members(self) -> list[int]:
         """Every process in this folder and the folders below it (a run may make its own)."""

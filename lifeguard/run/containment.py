@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -145,3 +146,20 @@ def spawn(argv: list[str], join: Path | None, *, parent_death: bool = True, **po
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+def starts_python(program: str, env: dict[str, str]) -> bool:
+    """Is ``program`` a Python interpreter, or a script run by one (a console script such as ``pytest``)? Its
+    first code of its own then runs after the interpreter's start-up, where the attach hook waits for the
+    run's cgroup; anything else might fork before that."""
+    path = shutil.which(program, path=env.get("PATH")) if os.sep not in program else program
+    if path is None:
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return False
+    if head.startswith(b"#!"):
+        return b"python" in head.split(b"\n", 1)[0]
+    return head.startswith(b"\x7fELF") and os.path.basename(os.path.realpath(path)).startswith("python")

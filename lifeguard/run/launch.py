@@ -51,7 +51,8 @@ PRECOMPILE_TIMEOUT = 60.0
 
 
 CHILD_SIDE_MODULES = ("__init__.py", "child/__init__.py", "child/protocol.py", "child/bootstrap.py",
-                      "child/cores.py", "child/plain.py", "child/attach.py", "child/forkserver.py")
+                      "child/cores.py", "child/plain.py", "child/attach.py", "child/forkserver.py",
+                      "child/joined.py")
 
 
 def _bytecode_is_fresh(source: Path) -> bool:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from lifeguard.child.protocol import CGROUP_ENV
 from lifeguard.run import cgroups
 from lifeguard.run.proctree import ProcInfo, all_processes, has_marker, kill_tree, read_proc
 
@@ -38,6 +39,15 @@ class RunMembership(Protocol):
 
     def started(self, root: int) -> None:
         """The run's main process is ``root``."""
+        ...
+
+    def child_env(self) -> dict[str, str]:
+        """What the run's environment gets so its processes wait until they are members."""
+        ...
+
+    def adopt(self, root: int) -> None:
+        """Make the started ``root`` (which was not made a member before exec) and anything it forked
+        meanwhile members, and record it as the run's main process."""
         ...
 
     def members(self) -> list[int]:
@@ -77,6 +87,21 @@ def _our_zombies() -> list[int]:
     return found
 
 
+def _children_of(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                found.extend(int(p) for p in f.read().split())
+        except OSError:
+            continue
+    return found
+
+
 def _reap(pid: int) -> None:
     try:
         os.waitpid(pid, os.WNOHANG)
@@ -95,6 +120,23 @@ class CgroupMembership:
 
     def started(self, root: int) -> None:
         self.root = root
+
+    def child_env(self) -> dict[str, str]:
+        return {CGROUP_ENV: self.folder.proc_line}
+
+    def adopt(self, root: int) -> None:
+        self.started(root)
+        self.folder.adopt(root)
+        # What it forked before the move (a command that forks at once) stayed outside: move it too.
+        stack = [root]
+        while stack:
+            for kid in _children_of(stack.pop()):
+                if not cgroups.in_folder(kid, self.folder):
+                    try:
+                        self.folder.adopt(kid)
+                    except OSError:
+                        pass  # gone meanwhile
+                stack.append(kid)
 
     def members(self) -> list[int]:
         live = [p for p in self.folder.members() if _alive(p)]
@@ -132,6 +174,12 @@ class SubreaperMembership:
 
     def join_file(self) -> Path | None:
         return None
+
+    def child_env(self) -> dict[str, str]:
+        return {}
+
+    def adopt(self, root: int) -> None:
+        self.started(root)
 
     def started(self, root: int) -> None:
         self.root = root

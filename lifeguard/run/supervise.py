@@ -26,7 +26,7 @@ from lifeguard.model.outcomes import Phase
 from lifeguard.model.result import Leftover, RunResult
 from lifeguard.model.run import RunKind, RunSpec
 from lifeguard.run.classify import classify, lead_pid, phase_of, read_events
-from lifeguard.run.containment import containment, spawn
+from lifeguard.run.containment import containment, spawn, starts_python
 from lifeguard.run.launch import DUMP_SIGNAL, RunFiles, child_argv, child_env, child_spec, precompile_child_side
 from lifeguard.run.live import LiveOutput
 from lifeguard.run.membership import RunMembership
@@ -197,13 +197,21 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
     if spec.kind is not RunKind.COMMAND:  # a command gets no bootstrap: its Python processes attach
         env[SPEC_ENV] = repr(child_spec(spec))
     membership = containment().for_run(run_id)
+    env.update(membership.child_env())
+    argv = child_argv(spec)
+    # A Python child waits for its cgroup before running anything of the run's (child.joined), so it is moved
+    # while its interpreter starts; any other program is made a member before exec (it may fork at once).
+    later = spec.kind is not RunKind.COMMAND or starts_python(argv[0], env)
     started = time.monotonic()
     try:
         proc = spawn(
-            child_argv(spec), membership.join_file(), cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL,
+            argv, None if later else membership.join_file(), cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL,
             stdout=out_fd, stderr=err_fd, pass_fds=(events_fd,), start_new_session=True,
         )
-        membership.started(proc.pid)
+        if later:
+            membership.adopt(proc.pid)
+        else:
+            membership.started(proc.pid)
     except OSError as exc:  # a command that is not there, not executable, or a folder that went away
         membership.close()
         relays.close()

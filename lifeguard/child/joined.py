@@ -1,0 +1,39 @@
+"""A run's process waits until the supervisor has moved it into the run's cgroup, before any of the run's
+own code (a scenario, a script, the program a command starts) can run and fork.
+
+Moving a process between cgroups costs the kernel an RCU grace period (10-20 ms here) the first time in a
+while, so the supervisor does it while the child's interpreter starts, not before exec; this wait, at the
+top of the bootstrap and of the attach hook, keeps the membership airtight all the same. A process already
+in the folder (every descendant: the cgroup is inherited) passes at once.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from lifeguard.child import protocol
+
+JOIN_WAIT = 5.0  # the supervisor's move takes milliseconds; past this the run goes on (the supervisor says why)
+
+
+def wait_for_cgroup() -> None:
+    wanted = os.environ.get(protocol.CGROUP_ENV)
+    if not wanted:
+        return
+    controllers, _, folder = wanted.partition(":")
+    deadline = time.monotonic() + JOIN_WAIT
+    pause = 0.0002
+    while True:
+        try:
+            with open("/proc/self/cgroup") as f:
+                for line in f:
+                    _, names, path = line.rstrip("\n").split(":", 2)
+                    if names == controllers and (path == folder or path.startswith(folder + "/")):
+                        return
+        except OSError:
+            return  # no /proc: nothing to wait for
+        if time.monotonic() > deadline:
+            return
+        time.sleep(pause)
+        pause = min(pause * 2, 0.005)
