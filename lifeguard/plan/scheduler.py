@@ -219,6 +219,16 @@ class Scheduler:
             return 0 < state.cap <= finished and verdict is Verdict.UNEXPECTED
         return False
 
+    def series_done(self, scenario: str, variant: str, finished: int) -> bool:
+        """Has the series had its last run, now that ``finished`` of its runs are in (none still under way,
+        and none more to start: its count reached, stopped, or the session's time up)?"""
+        with self._lock:
+            for state in self._state:
+                if state.scenario.name == scenario and state.variant == variant:
+                    no_more = state.stopped or (0 < state.cap <= state.issued) or self._time_up()
+                    return no_more and finished >= state.issued
+        return False
+
     def record(self, result: RunResult) -> None:
         if result.outcome is Outcome.PASSED:
             return

@@ -14,7 +14,7 @@ from typing import TextIO
 
 from lifeguard import __version__
 from lifeguard.model.outcomes import Expectation, Outcome, Verdict
-from lifeguard.model.result import RunResult, Session
+from lifeguard.model.result import RunResult, SeriesSummary, Session
 from lifeguard.report.escape import for_terminal
 from lifeguard.report.stream import SafeOutput
 from lifeguard.report.text import evidence_text, summary_line
@@ -78,6 +78,7 @@ class TerminalSink:
         self.quiet = quiet
         self.live = live
         self.done = 0
+        self.shown: set[tuple[str, str]] = set()  # series whose line is out (series_done)
         self.total: int | None = 0
         self.lock = threading.Lock()
         self.tty = self.out.isatty()
@@ -144,22 +145,37 @@ class TerminalSink:
                 self.last_line = now
                 self.print(f"  {progress}")
 
+    def series_done(self, summary: SeriesSummary) -> None:
+        """A series had its last run: its line now, not at the end (a long session shows each as it ends)."""
+        with self.lock:
+            if self.quiet or (summary.scenario, summary.variant) in self.shown:
+                return
+            if self.tty and not self.verbose and not self.live:
+                self.out.write("\r\x1b[K")  # over the progress line, which the next run writes again
+            self._series_lines(summary)
+
+    def _series_lines(self, summary: SeriesSummary) -> None:
+        self.shown.add((summary.scenario, summary.variant))
+        self.print_marked(summary_line(summary))
+        if summary.verdict is Verdict.EXPECTED:
+            # A failure that was expected (a buggy variant, a reproduction): say what explains it.
+            failed = summary.first_failure
+            for finding in failed.findings if failed is not None else ():
+                self.print(f"       finding {finding}")
+
     def finish(self, session: Session) -> None:
         if self.tty and not self.verbose and not self.quiet and not self.live:
             self.print()
         plain = {s.name for s in session.scenarios if s.is_plain}
         for summary in session.summaries:
+            if (summary.scenario, summary.variant) in self.shown:
+                continue
             if summary.runs == 0 and (session.stopped or session.failure):
                 why = "stopped at the first unexpected verdict (-x)" if session.stopped else \
                     "the session stopped early (below)"
                 self.print_marked(f"skip {summary.scenario}[{summary.variant}]  not run: {why}")
                 continue
-            self.print_marked(summary_line(summary))
-            if summary.verdict is Verdict.EXPECTED:
-                # A failure that was expected (a buggy variant, a reproduction): say what explains it.
-                failed = summary.first_failure
-                for finding in failed.findings if failed is not None else ():
-                    self.print(f"       finding {finding}")
+            self._series_lines(summary)
         for summary in session.summaries:
             if summary.verdict is Verdict.EXPECTED or summary.first_unexpected is None or not summary.runs:
                 continue

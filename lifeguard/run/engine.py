@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 
 class Sink(Protocol):
-    """Receives results as they come; every report reads the same objects."""
+    """Receives results as they come; every report reads the same objects. A sink that shows series may
+    also have ``series_done(summary: SeriesSummary)``, called once a series has had its last run."""
 
     def start(self, session: Session, total_runs: int | None) -> None: ...
 
@@ -202,6 +203,12 @@ class Engine:
                 session.results.append(result)
             for sink in self.sinks:
                 sink.result(result)
+            if scheduler.series_done(result.scenario, result.variant, tally.runs):
+                summary = tally.summary()
+                for sink in self.sinks:
+                    series_done = getattr(sink, "series_done", None)  # optional: sinks that show series
+                    if series_done is not None:
+                        series_done(summary)
             if (self._exitfirst and not session.stopped
                     and scheduler.settled_unexpected(result, tally.runs, tally.verdict())):
                 session.stopped = True  # -x: no new run starts; runs already under way finish
