@@ -183,6 +183,26 @@ def _children() -> list[int]:
     return sorted(found)
 
 
+# prctl(2): the signal the kernel sends this process when the thread that started it ends (Linux), and SIGKILL's
+# number there (no `signal` import: it costs start-up time).
+PR_SET_PDEATHSIG = 1
+SIGKILL = 9
+
+
+def _die_with(supervisor: int) -> None:
+    """If lifeguard dies without ending us (SIGKILL leaves it no cleanup), the kernel kills this process: a
+    file stuck at import must not run on as an orphan. The supervisor starts us from the thread that waits
+    for us, so that thread outlives us whenever lifeguard does."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the supervisor's deadline and tree kill still hold
+        return
+    if os.getppid() != supervisor:  # it was gone before the line above
+        os._exit(1)
+
+
 def _read_request() -> dict[str, Any]:
     chunks = []
     while chunk := os.read(0, 1 << 16):
@@ -204,6 +224,7 @@ def main() -> None:
     if soft != 0:  # a crash at import leaves no core in the user's folder
         resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
     request = _read_request()
+    _die_with(request["supervisor"])
     _state.update(pid=os.getpid(), fd=request["records_fd"], declared=[])
     try:
         sys.path[:] = request["sys_path"]

@@ -41,8 +41,8 @@ DISCOVER_ENV = "LIFEGUARD_DISCOVER"
 # The supervisor's deadline for loading every scenario file of a session (seconds; plan.discovery).
 DISCOVERY_TIMEOUT_ENV = "LIFEGUARD_DISCOVERY_TIMEOUT"
 # The request, a Python literal dict on the discovery process's stdin: the files to import in order, the
-# supervisor's sys.path, the descriptor the records go out on.
-DISCOVERY_REQUEST_KEYS = ("files", "sys_path", "records_fd")
+# supervisor's sys.path, the descriptor the records go out on, the supervisor's pid.
+DISCOVERY_REQUEST_KEYS = ("files", "sys_path", "records_fd", "supervisor")
 # Records, one Python-literal dict a line (with EVENT_KEY), in the order things happened:
 LOADING = "loading"  # importing "path" starts
 DECLARED = "declared"  # an @lifeguard.scenario ran: the function's name, path, line, doc; "fixture", "options"

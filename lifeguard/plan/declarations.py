@@ -195,7 +195,8 @@ def _check_loaded(record: dict[str, Any], path: str, declared: list[Scenario]) -
         raise ConfigurationError(f"{path}: scenario name declared twice: {', '.join(dupes)}")
     if not declared:
         raise ScenarioFileError(f"{path}: declares no scenario when imported: no @lifeguard.scenario(...) ran "
-                                "(written with its parentheses, on a function at the file's top level?)")
+                                "(written with its parentheses, on a function at the file's top level?); a "
+                                f"program that only imports lifeguard runs as: lifeguard run -- python {path}")
 
 
 def _ended_early(found: Discovery, reading: _Reading) -> LifeguardError:

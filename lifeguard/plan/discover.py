@@ -33,8 +33,9 @@ def bundled_scenarios_dir() -> Path:
     return bundled(BUNDLED_DIR_NAME)
 
 
-def declares_scenarios(path: Path) -> bool:
-    """Does ``path`` use a ``@...scenario(...)`` decorator? (read, not run)"""
+def declares_scenarios(path: Path, *, or_imports_lifeguard: bool = False) -> bool:
+    """Does ``path`` use a ``@...scenario(...)`` decorator (or, with ``or_imports_lifeguard``, import
+    lifeguard at all)? Read, not run."""
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except SyntaxError as exc:
@@ -48,7 +49,15 @@ def declares_scenarios(path: Path) -> bool:
                 name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
                 if name == "scenario":
                     return True
+        if or_imports_lifeguard and _imports_lifeguard(node):
+            return True
     return False
+
+
+def _imports_lifeguard(node: ast.AST) -> bool:
+    if isinstance(node, ast.Import):
+        return any(alias.name.split(".")[0] == "lifeguard" for alias in node.names)
+    return isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "lifeguard"
 
 
 def script_scenario(path: Path, timeout: float | None, argv: tuple[str, ...] = (), workdir: str = "") -> Scenario:
@@ -122,19 +131,22 @@ class PlainTarget:
 
 
 def is_plain_script(target: str) -> bool:
-    """A target that is a Python file declaring no scenario (read, not run): a plain script, which takes
-    every word after it as its arguments. A file that cannot be parsed is left to discover() to report."""
+    """A target that is a Python file that declares no scenario and does not import lifeguard (read, not
+    run): a plain script, which takes every word after it as its arguments. A file that imports lifeguard is
+    a scenario file, and one that declares none an error (discovery says so), never a silent pass. A file
+    that cannot be parsed is left to discover() to report."""
     path = Path(target)
     if "::" in target or path.suffix != ".py" or not path.is_file():
         return False
     try:
-        return not declares_scenarios(path)
+        return not declares_scenarios(path, or_imports_lifeguard=True)
     except ConfigurationError:
         return False
 
 
 def scenario_files(folder: Path) -> list[Path]:
-    """The scenario files of a folder, sorted (read, not run; names starting with ``_`` are not)."""
+    """The scenario files of a folder, sorted (read, not run): those with a ``@...scenario`` decorator whose
+    names do not start with ``_`` (a helper module that only imports lifeguard is not one)."""
     return [path.resolve() for path in sorted(folder.glob("*.py"))
             if not path.name.startswith("_") and declares_scenarios(path)]
 
@@ -159,7 +171,7 @@ class _Target:
                 raise UsageError(f"{target}: not a Python file (an executable runs as: lifeguard run -- {target})")
             if path.is_dir():
                 return cls(target, tuple(scenario_files(path)), name)
-            if declares_scenarios(path):
+            if declares_scenarios(path, or_imports_lifeguard=True):
                 return cls(target, (path.resolve(),), name)
             return cls(target, name=name, script=script_scenario(path, timeout))
         if file_part.endswith(".py") or os.sep in file_part:

@@ -7,7 +7,9 @@ every time, not only at the deadline: a file may fork or start processes at impo
 started may outlive the discovery. Its members are the discovery's session and process group (a plain
 fork) and every process that carries its id in DISCOVER_ENV (one that called ``setsid``), found while
 the discovery process is still an unreaped zombie, so its pid (their group's id) cannot be reused
-meanwhile. One process loads every file of a session: its start-up is paid once.
+meanwhile. If lifeguard itself is killed (SIGKILL: no cleanup), the kernel kills the discovery process
+(its parent-death signal, set by child.discovery). One process loads every file of a session: its start-up
+is paid once.
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ def run_discovery(files: list[str], timeout: float, on_record: Callable[[bytes],
     token = f"{os.getpid()}-{time.monotonic_ns()}"
     records_read, records_write = os.pipe()
     output_read, output_write = os.pipe()
-    request = {"files": files, "sys_path": list(sys.path), "records_fd": records_write}
+    request = {"files": files, "sys_path": list(sys.path), "records_fd": records_write, "supervisor": os.getpid()}
     assert tuple(request) == protocol.DISCOVERY_REQUEST_KEYS
     env = {key: value for key, value in os.environ.items() if key != protocol.CHILD_ENV}
     env[protocol.DISCOVER_ENV] = token

@@ -228,9 +228,29 @@ def test_sigterm_while_a_file_hangs_at_import_ends_the_discovery(tmp_path: Path,
             kill_if_alive([discovery])
 
 
+def test_a_killed_lifeguard_takes_the_discovery_with_it(tmp_path: Path, pace: Pace) -> None:
+    """SIGKILL leaves lifeguard no cleanup: the kernel ends the discovery process of a file stuck at import."""
+    path, mark, _ = hostile(tmp_path, "mark(str(os.getpid()))\nwhile True:\n    pass\n")
+    supervisor = start_cli("list", str(path), cwd=tmp_path, env={DISCOVERY_TIMEOUT_ENV: "600"})
+    discovery = None
+    try:
+        wait_for(mark.exists, "the file's import to start", pace.deadline(20))
+        [discovery] = marked_pids(mark)
+        os.kill(supervisor.pid, signal.SIGKILL)
+        supervisor.communicate(timeout=pace.deadline(5))
+        wait_for(lambda: not pid_alive(discovery), "the discovery process to die with lifeguard", pace.deadline(5))
+    finally:
+        if supervisor.poll() is None:
+            os.killpg(supervisor.pid, signal.SIGKILL)
+            supervisor.communicate(timeout=10)
+        if discovery:
+            kill_if_alive([discovery])
+
+
 NO_SCENARIO = {
     "dead branch": "import lifeguard\n\nif False:\n    @lifeguard.scenario()\n    def never():\n        pass\n",
     "no parentheses": "import lifeguard\n\n\n@lifeguard.scenario\ndef bare():\n    pass\n",
+    "imports lifeguard only": "import lifeguard\nx = 1\n",
 }
 
 
@@ -240,9 +260,14 @@ def test_a_scenario_file_that_declares_nothing_is_an_error(tmp_path: Path, case:
     folder.mkdir()
     path = folder / "empty_scenarios.py"
     path.write_text(NO_SCENARIO[case])
-    for target in (path, folder):  # named, or in a folder: never skipped in silence
-        proc = run_cli("list", str(target), cwd=tmp_path)
-        assert_usage_error(proc, str(path), "declares no scenario")
+    proc = run_cli("run", str(path), cwd=tmp_path)
+    assert_usage_error(proc, str(path), "declares no scenario", f"lifeguard run -- python {path}")
+    if "@lifeguard.scenario" in NO_SCENARIO[case]:  # in a folder too: never skipped in silence
+        assert_usage_error(run_cli("list", str(folder), cwd=tmp_path), str(path), "declares no scenario")
+    else:  # in a folder, a module that only imports lifeguard is a helper of its scenario files
+        (folder / "real.py").write_text("import lifeguard\n\n\n@lifeguard.scenario()\ndef real():\n    pass\n")
+        listed = run_cli("list", str(folder), cwd=tmp_path)
+        assert listed.returncode == 0 and "real  [default: passed]" in listed.stdout, listed.stdout + listed.stderr
 
 
 def test_a_body_a_run_cannot_find_is_an_error(tmp_path: Path) -> None:
