@@ -46,11 +46,24 @@ def declare(fixture: object, options: dict[str, Any]) -> Callable[[Any], Any]:
         if _state.get("pid") == os.getpid():
             _state["declared"].append((function, path))
         _write(protocol.DECLARED, function=function, path=path, line=plain(code.co_firstlineno if code else 0),
-               doc=doc if isinstance(doc, str) else None, fixture=plain(fixture),
+               doc=doc if isinstance(doc, str) else None, body=_body_kind(code), fixture=plain(fixture),
                options={str(key): plain(value) for key, value in options.items()})
         return func
 
     return decorate
+
+
+# Code flags (as inspect names them) of a body that calling does not run: it only makes a coroutine or a
+# generator. Read from the code object: importing inspect would cost the discovery its start-up time.
+CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR = 0x20, 0x80, 0x200
+
+
+def _body_kind(code: Any) -> str | None:
+    """What model.scenario.body_kind says of the function whose code this is."""
+    flags = getattr(code, "co_flags", 0)
+    if flags & (CO_COROUTINE | CO_ASYNC_GENERATOR):
+        return "an async def"
+    return "a generator function" if flags & CO_GENERATOR else None
 
 
 def plain(value: Any, depth: int = 0) -> Any:

@@ -45,7 +45,9 @@ DISCOVERY_TIMEOUT_ENV = "LIFEGUARD_DISCOVERY_TIMEOUT"
 DISCOVERY_REQUEST_KEYS = ("files", "sys_path", "records_fd", "supervisor")
 # Records, one Python-literal dict a line (with EVENT_KEY), in the order things happened:
 LOADING = "loading"  # importing "path" starts
-DECLARED = "declared"  # an @lifeguard.scenario ran: the function's name, path, line, doc; "fixture", "options"
+# An @lifeguard.scenario ran: the function's name, path, line, doc and "body" (an async def or generator
+# function, else None); "fixture", "options".
+DECLARED = "declared"
 # "path" imported: "error" (None, or what it raised), "unreachable" (bodies a run cannot find), "children" (the
 # discovery process's children now: the supervisor names the file that left a process running).
 LOADED = "loaded"

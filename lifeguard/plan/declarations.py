@@ -164,10 +164,10 @@ def _scenario(record: dict[str, Any]) -> Scenario:
     if not isinstance(function, str) or not isinstance(options, dict):
         raise ScenarioFileError(f"{path}:{line}: @lifeguard.scenario decorates something that has no name as a "
                                 "function (a run takes its body from the file by name)")
-    doc = record.get("doc")
+    doc, body = record.get("doc"), record.get("body")
     try:
         return define(record.get("fixture"), options, function=function, path=path, line=line,
-                      doc=doc if isinstance(doc, str) else None)
+                      doc=doc if isinstance(doc, str) else None, body=body if isinstance(body, str) else None)
     except ScenarioDefinitionError as exc:
         raise ConfigurationError(str(exc)) from None
 

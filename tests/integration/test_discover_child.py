@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from lifeguard.child.protocol import DISCOVERY_TIMEOUT_ENV
+from lifeguard.errors import ConfigurationError, ScenarioDefinitionError
 from lifeguard.model.scenario import Scenario, take_registered
 from lifeguard.plan.discover import discover
 from tests.helpers import ROOT, Pace, finish_cli, pid_alive, run_cli, start_cli
@@ -294,14 +295,15 @@ def test_the_first_error_in_load_order_wins(tmp_path: Path) -> None:
 
 def test_one_discovery_process_loads_every_file(tmp_path: Path) -> None:
     for name in ("one.py", "two.py", "three.py"):
-        hostile(tmp_path, "mark(f'{os.getpid()} {os.getppid()}')\n", name)
+        path, _, _ = hostile(tmp_path, "mark(f'{os.getpid()} {os.getppid()}')\n", name)
+        path.write_text(path.read_text().replace("def declared():", f"def declared_in_{path.stem}():"))
     supervisor = start_cli("list", str(tmp_path), cwd=tmp_path)
     proc = finish_cli(supervisor)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     pids = {tuple(marked_pids(tmp_path / f"{name}.mark")) for name in ("one.py", "two.py", "three.py")}
     [(discovery, parent)] = pids
     assert parent == supervisor.pid and discovery != supervisor.pid
-    assert proc.stdout.count("declared  [default: passed]") == 3
+    assert all(f"declared_in_{stem}  [default: passed]" in proc.stdout for stem in ("one", "two", "three"))
 
 
 def imported_here(path: Path) -> list[Scenario]:
@@ -353,3 +355,25 @@ def test_list_shows_the_bundled_scenarios_where_they_are_declared() -> None:
             assert source[item.line - 1].lstrip().startswith("@lifeguard.scenario")
             assert f"{item.name} fixture={item.fixture}" in proc.stdout
             assert f"({path.resolve()}:{item.line})" in proc.stdout
+
+
+BAD_DEFINITIONS = {
+    "async body": "@lifeguard.scenario()\nasync def body():\n    pass\n",
+    "generator body": "@lifeguard.scenario()\ndef body():\n    yield\n",
+    "repeat 0": "@lifeguard.scenario(repeat=0)\ndef body():\n    pass\n",
+    "unknown outcome": "@lifeguard.scenario(expect={'default': 'exploded'})\ndef body():\n    pass\n",
+    "a timeout that is no number": "import decimal\n\n\n@lifeguard.scenario(timeout=decimal.Decimal(5))\n"
+                                   "def body():\n    pass\n",
+    "a version key": "@lifeguard.scenario(expect={'default': {'>=x': 'passed'}})\ndef body():\n    pass\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_DEFINITIONS))
+def test_a_bad_definition_gets_the_decorators_own_message(tmp_path: Path, case: str) -> None:
+    path = tmp_path / "bad.py"
+    path.write_text("import lifeguard\n\n\n" + BAD_DEFINITIONS[case])
+    with pytest.raises(ScenarioDefinitionError) as in_process:
+        imported_here(path.resolve())
+    with pytest.raises(ConfigurationError) as discovered:
+        discover([str(path)])
+    assert str(discovered.value) == str(in_process.value)
