@@ -144,6 +144,12 @@ def is_plain_script(target: str) -> bool:
         return False
 
 
+def load_scenario_file(path: Path) -> list[Scenario]:
+    """The scenarios one scenario file declares, loaded by a discovery process (never here)."""
+    resolved = path.resolve()
+    return load_scenario_files([resolved])[resolved]
+
+
 def scenario_files(folder: Path) -> list[Path]:
     """The scenario files of a folder, sorted (read, not run): those with a ``@...scenario`` decorator whose
     names do not start with ``_`` (a helper module that only imports lifeguard is not one)."""
