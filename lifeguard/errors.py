@@ -55,6 +55,22 @@ class ScenarioDefinitionError(UsageError, ValueError):
     """A scenario is declared wrongly; the message names the file and line."""
 
 
+class ScenarioFileError(ConfigurationError):
+    """A scenario file did something at import that lifeguard cannot read declarations from (it exited,
+    crashed, forked, hung or left processes running), or it declares no scenario a run can find."""
+
+    HELP_TEXT = (
+        "lifeguard imports a scenario file in a separate process only to read its @lifeguard.scenario "
+        "declarations: keep its top level to imports and definitions, and do the work in the scenario bodies."
+    )
+
+
+class DiscoveryFailedError(LifeguardError):
+    """The discovery process failed in lifeguard's own code, or could not start."""
+
+    HELP_TEXT = "This is a bug in lifeguard (or a broken interpreter); please report it with the message above."
+
+
 class MarkerError(UsageError):
     """A pytest marker, a marked test or a fixture call that cannot run as written; the message says where."""
 

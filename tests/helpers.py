@@ -51,21 +51,31 @@ def run_cli(*args: str, timeout: float = CLI_TIMEOUT, cwd: Path | None = None,
             env: dict[str, str] | None = None, shell_setup: str = "") -> subprocess.CompletedProcess[str]:
     """Run `python -m lifeguard ARGS` in a bounded child (its own session, killed whole on timeout);
     ``shell_setup``: shell commands run first, in the shell that then becomes lifeguard (`ulimit -c ...`)."""
+    return finish_cli(start_cli(*args, cwd=cwd, env=env, shell_setup=shell_setup), timeout)
+
+
+def start_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+              shell_setup: str = "") -> subprocess.Popen[str]:
+    """Start `python -m lifeguard ARGS` in its own session, for a test that needs its pid (to signal it);
+    end it with finish_cli."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env.update(env or {})
     argv = [real_python(), "-m", "lifeguard", *args]
     if shell_setup:
         argv = ["sh", "-c", f"{shell_setup} && exec {shlex.join(argv)}"]
-    proc = subprocess.Popen(argv, cwd=cwd or ROOT, env=full_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, stdin=subprocess.DEVNULL)
+    return subprocess.Popen(argv, cwd=cwd or ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, stdin=subprocess.DEVNULL)
+
+
+def finish_cli(proc: subprocess.Popen[str], timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """Wait for a lifeguard started by start_cli, at most ``timeout`` seconds (then its session is killed)."""
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)
         proc.wait(5)
-        raise AssertionError(f"lifeguard {' '.join(args)} did not finish in {timeout} s") from None
+        raise AssertionError(f"lifeguard {' '.join(map(str, proc.args))} did not finish in {timeout} s") from None
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 

@@ -33,6 +33,31 @@ CGROUP_ENV = "LIFEGUARD_CGROUP"
 # "subreaper" (forced: the fallback's own tests, or a machine whose cgroups misbehave).
 MEMBERSHIP_ENV = "LIFEGUARD_MEMBERSHIP"
 
+# --- the discovery process (child.discovery): scenario files are imported there, never in the supervisor ----
+# Set only for the discovery process: @lifeguard.scenario records its arguments there as data (child.discovery)
+# and the supervisor checks them. Its value is the discovery's own id, which also marks every process of its
+# tree (inherited through fork and exec), so a process a scenario file leaves behind is found and killed.
+DISCOVER_ENV = "LIFEGUARD_DISCOVER"
+# The supervisor's deadline for loading every scenario file of a session (seconds; plan.discovery).
+DISCOVERY_TIMEOUT_ENV = "LIFEGUARD_DISCOVERY_TIMEOUT"
+# The request, a Python literal dict on the discovery process's stdin: the files to import in order, the
+# supervisor's sys.path, the descriptor the records go out on, the supervisor's pid.
+DISCOVERY_REQUEST_KEYS = ("files", "sys_path", "records_fd", "supervisor")
+# Records, one Python-literal dict a line (with EVENT_KEY), in the order things happened:
+LOADING = "loading"  # importing "path" starts
+# An @lifeguard.scenario ran: the function's name, path, line, doc and "body" (an async def or generator
+# function, else None); "fixture", "options".
+DECLARED = "declared"
+# "path" imported: "error" (None, or what it raised), "unreachable" (bodies a run cannot find), "children" (the
+# discovery process's children now: the supervisor names the file that left a process running).
+LOADED = "loaded"
+FORKED_AT_IMPORT = "forked-at-import"  # os.fork() at import ("path", "line"); the copy ended at once
+DISCOVERY_DONE = "discovery-done"  # every file was loaded (or one failed): the process exits next
+DISCOVERY_FAILED = "discovery-failed"  # the discovery process's own code failed ("error": its traceback)
+# A value that is not a plain literal travels as (PLAIN_TAG, kind, text): kind "repr" (the object's repr) or
+# "float" (a float that is not finite, which repr() cannot give as a literal).
+PLAIN_TAG = "\x00lifeguard"
+
 # --- the run spec: keys of the dict in SPEC_ENV (or in a fork-server request) ----------------------
 SPEC_KEYS = (
     "kind",  # "function", "script" or "code"

@@ -204,15 +204,18 @@ def unique_selection(scenarios: Sequence[Scenario]) -> list[Scenario]:
     return kept
 
 
-def _check_body(func: Callable[..., Any], where: str) -> None:
-    """A body is called once and must do its work in that call: calling an ``async def`` or a generator
-    function only makes a coroutine or a generator, so the run would pass without running the body."""
+def body_kind(func: Callable[..., Any]) -> str | None:
+    """"an async def" or "a generator function" for a body that calling does not run, else None."""
     import inspect
 
-    kind = ("an async def" if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func)
+    return ("an async def" if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func)
             else "a generator function" if inspect.isgeneratorfunction(func) else None)
+
+
+def _check_body(kind: str | None, name: str, where: str) -> None:
+    """A body is called once and must do its work in that call: calling an ``async def`` or a generator
+    function only makes a coroutine or a generator, so the run would pass without running the body."""
     if kind is not None:
-        name = getattr(func, "__name__", "the body")
         raise ScenarioDefinitionError(
             f"{where}: scenario body {name} is {kind}: calling it would not run it, and the run would pass "
             "without doing anything; make it a plain def (an async body: def that calls asyncio.run(...))")
@@ -220,6 +223,9 @@ def _check_body(func: Callable[..., Any], where: str) -> None:
 
 # Scenarios declared while a scenario file is being imported, in order.
 _registry: list[Scenario] = []
+
+# The keyword arguments of @scenario, as define() accepts them from data.
+OPTIONS = ("expect", "timeout", "repeat", "name", "tags", "fork_server")
 
 
 def scenario(
@@ -245,48 +251,68 @@ def scenario(
         its runs may be forked from a warm server (exit-phase scenarios still get
         a fresh interpreter).
     """
+    options = {"expect": expect, "timeout": timeout, "repeat": repeat, "name": name, "tags": tags,
+               "fork_server": fork_server}
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        import inspect  # only where scenarios are declared: the CLI's start-up does without it
-
         code = getattr(func, "__code__", None)
-        path = code.co_filename if code else ""
-        line = code.co_firstlineno if code else 0
-        where = f"{path}:{line}"
-        _check_body(func, where)
-        wanted = expect
-        if wanted is None:
-            wanted = {"buggy": "passed", "fixed": "passed"} if fixture else {DEFAULT_VARIANT: "passed"}
-        checked = _validate_expect(wanted, where)
-        if fixture is None and set(checked) != {DEFAULT_VARIANT}:
-            raise ScenarioDefinitionError(f"{where}: variants buggy/fixed need a fixture=")
-        if fixture is not None and DEFAULT_VARIANT in checked:
-            raise ScenarioDefinitionError(f"{where}: a fixture scenario expects per variant (buggy/fixed)")
-        if not isinstance(timeout, (int, float)):
-            raise ScenarioDefinitionError(f"{where}: timeout must be a positive number, got {timeout!r}")
-        try:
-            positive_seconds(timeout, f"{where}: timeout")
-        except ValueError as exc:
-            raise ScenarioDefinitionError(str(exc)) from None
-        repeats = _validate_repeat(repeat, tuple(checked), where)
-        _registry.append(
-            Scenario(
-                name=name or func.__name__,
-                function=func.__name__,
-                path=path,
-                line=line,
-                fixture=fixture,
-                expect=checked,
-                timeout=float(timeout),
-                repeat=repeats,
-                description=inspect.cleandoc(func.__doc__ or "").split("\n\n")[0],
-                tags=tuple(tags),
-                fork_server=bool(fork_server),
-            )
-        )
+        _registry.append(define(fixture, options, function=func.__name__, path=code.co_filename if code else "",
+                                line=code.co_firstlineno if code else 0, doc=func.__doc__, body=body_kind(func)))
         return func
 
     return decorate
+
+
+def define(fixture: Any, options: Mapping[str, Any], *, function: str, path: str, line: int,
+           doc: str | None, body: str | None = None) -> Scenario:
+    """The scenario that ``@scenario(fixture, **options)`` on ``function`` (at ``path:line``; ``body``: its
+    body_kind) declares, or a ScenarioDefinitionError naming that line. Works on data alone: the supervisor
+    checks here what the discovery process recorded (child.discovery), with the messages the decorator always
+    gave."""
+    import inspect  # only where scenarios are declared: the CLI's start-up does without it
+
+    where = f"{path}:{line}"
+    for key in options:
+        if key not in OPTIONS:
+            raise ScenarioDefinitionError(f"{where}: scenario() got an unexpected keyword argument {key!r}")
+    _check_body(body, function, where)
+    wanted = options.get("expect")
+    timeout = options.get("timeout", DEFAULT_TIMEOUT)
+    name, tags = options.get("name"), options.get("tags", ())
+    if wanted is None:
+        wanted = {"buggy": "passed", "fixed": "passed"} if fixture else {DEFAULT_VARIANT: "passed"}
+    checked = _validate_expect(wanted, where)
+    if fixture is None and set(checked) != {DEFAULT_VARIANT}:
+        raise ScenarioDefinitionError(f"{where}: variants buggy/fixed need a fixture=")
+    if fixture is not None and DEFAULT_VARIANT in checked:
+        raise ScenarioDefinitionError(f"{where}: a fixture scenario expects per variant (buggy/fixed)")
+    if fixture is not None and not isinstance(fixture, str):
+        raise ScenarioDefinitionError(f"{where}: fixture must be the name of a folder of fixtures_native/, "
+                                      f"got {fixture!r}")
+    if not isinstance(timeout, (int, float)):
+        raise ScenarioDefinitionError(f"{where}: timeout must be a positive number, got {timeout!r}")
+    try:
+        positive_seconds(timeout, f"{where}: timeout")
+    except ValueError as exc:
+        raise ScenarioDefinitionError(str(exc)) from None
+    repeats = _validate_repeat(options.get("repeat", 1), tuple(checked), where)
+    if name is not None and not isinstance(name, str):
+        raise ScenarioDefinitionError(f"{where}: name must be a string, got {name!r}")
+    if not isinstance(tags, (list, tuple, set, frozenset)) or not all(isinstance(tag, str) for tag in tags):
+        raise ScenarioDefinitionError(f"{where}: tags must be a tuple of strings, got {tags!r}")
+    return Scenario(
+        name=name or function,
+        function=function,
+        path=path,
+        line=line,
+        fixture=fixture,
+        expect=checked,
+        timeout=float(timeout),
+        repeat=repeats,
+        description=inspect.cleandoc(doc or "").split("\n\n")[0],
+        tags=tuple(tags),
+        fork_server=bool(options.get("fork_server", False)),
+    )
 
 
 def take_registered() -> list[Scenario]:

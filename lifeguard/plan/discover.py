@@ -3,30 +3,24 @@
 A scenario file declares scenarios with ``@lifeguard.scenario``; any other ``.py``
 file is a plain script, which expects a clean pass. Which is which is decided by
 reading the file (ast), never by importing it: importing a plain script would
-run the user's code inside the supervisor.
+run the user's code inside the supervisor. Scenario files are imported too, but in
+a discovery process (plan.declarations), one for all the files a command line names.
 """
 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import os
 import re
 import shlex
 import shutil
-import sys
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 from lifeguard.build import bundled
-from lifeguard.errors import ConfigurationError, ScenarioDefinitionError, UsageError
-from lifeguard.model.scenario import (
-    DEFAULT_TIMEOUT,
-    DEFAULT_VARIANT,
-    Scenario,
-    take_registered,
-)
+from lifeguard.errors import ConfigurationError, UsageError
+from lifeguard.model.scenario import DEFAULT_TIMEOUT, DEFAULT_VARIANT, Scenario
+from lifeguard.plan.declarations import load_scenario_files
 
 BUNDLED_DIR_NAME = "scenarios"
 
@@ -39,12 +33,15 @@ def bundled_scenarios_dir() -> Path:
     return bundled(BUNDLED_DIR_NAME)
 
 
-def declares_scenarios(path: Path) -> bool:
-    """Does ``path`` use a ``@...scenario(...)`` decorator? (read, not run)"""
+def declares_scenarios(path: Path, *, or_imports_lifeguard: bool = False) -> bool:
+    """Does ``path`` use a ``@...scenario(...)`` decorator (or, with ``or_imports_lifeguard``, import
+    lifeguard at all)? Read, not run."""
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except SyntaxError as exc:
         raise ConfigurationError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, nesting too deep for the parser
+        raise ConfigurationError(f"{path}: cannot be parsed: {exc}") from None
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for deco in node.decorator_list:
@@ -52,43 +49,15 @@ def declares_scenarios(path: Path) -> bool:
                 name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
                 if name == "scenario":
                     return True
+        if or_imports_lifeguard and _imports_lifeguard(node):
+            return True
     return False
 
 
-def load_scenario_file(path: Path) -> list[Scenario]:
-    """Import a scenario file in the supervisor and collect its declarations."""
-    path = path.resolve()
-    module_name = "lifeguard_scenarios_" + re.sub(r"\W", "_", str(path))
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ConfigurationError(f"{path}: cannot be loaded as a Python file")
-    module = importlib.util.module_from_spec(spec)
-    take_registered()
-    sys.path.insert(0, str(path.parent))
-    try:
-        spec.loader.exec_module(module)
-    except ScenarioDefinitionError as exc:
-        raise ConfigurationError(str(exc)) from None
-    except SyntaxError as exc:
-        raise ConfigurationError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
-    except Exception as exc:
-        line = _line_in(path, exc)
-        raise ConfigurationError(f"{path}:{line}: error while loading: {type(exc).__name__}: {exc}") from None
-    finally:
-        sys.path.remove(str(path.parent))
-    found = take_registered()
-    names = [s.name for s in found]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ConfigurationError(f"{path}: scenario name declared twice: {', '.join(dupes)}")
-    return found
-
-
-def _line_in(path: Path, exc: BaseException) -> int:
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        if os.path.abspath(frame.filename) == str(path):
-            return frame.lineno or 0
-    return 0
+def _imports_lifeguard(node: ast.AST) -> bool:
+    if isinstance(node, ast.Import):
+        return any(alias.name.split(".")[0] == "lifeguard" for alias in node.names)
+    return isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "lifeguard"
 
 
 def script_scenario(path: Path, timeout: float | None, argv: tuple[str, ...] = (), workdir: str = "") -> Scenario:
@@ -162,36 +131,79 @@ class PlainTarget:
 
 
 def is_plain_script(target: str) -> bool:
-    """A target that is a Python file declaring no scenario (read, not run): a plain script, which takes
-    every word after it as its arguments. A file that cannot be parsed is left to discover() to report."""
+    """A target that is a Python file that declares no scenario and does not import lifeguard (read, not
+    run): a plain script, which takes every word after it as its arguments. A file that imports lifeguard is
+    a scenario file, and one that declares none an error (discovery says so), never a silent pass. A file
+    that cannot be parsed is left to discover() to report."""
     path = Path(target)
     if "::" in target or path.suffix != ".py" or not path.is_file():
         return False
     try:
-        return not declares_scenarios(path)
+        return not declares_scenarios(path, or_imports_lifeguard=True)
     except ConfigurationError:
         return False
 
 
-def scenarios_in(target: Path) -> list[Scenario]:
-    """Every scenario of a file or a folder (scenario files only, sorted)."""
-    if target.is_dir():
-        found: list[Scenario] = []
-        for path in sorted(target.glob("*.py")):
-            if path.name.startswith("_"):
-                continue
-            if declares_scenarios(path):
-                found.extend(load_scenario_file(path))
-        return found
-    if declares_scenarios(target):
-        return load_scenario_file(target)
-    return [script_scenario(target, None)]
+def load_scenario_file(path: Path) -> list[Scenario]:
+    """The scenarios one scenario file declares, loaded by a discovery process (never here)."""
+    resolved = path.resolve()
+    return load_scenario_files([resolved])[resolved]
+
+
+def scenario_files(folder: Path) -> list[Path]:
+    """The scenario files of a folder, sorted (read, not run): those with a ``@...scenario`` decorator whose
+    names do not start with ``_`` (a helper module that only imports lifeguard is not one)."""
+    return [path.resolve() for path in sorted(folder.glob("*.py"))
+            if not path.name.startswith("_") and declares_scenarios(path)]
+
+
+@dataclass(frozen=True)
+class _Target:
+    """One command-line target, resolved without running anything: the scenario files it loads, or a plain
+    script, or the name of a bundled scenario."""
+
+    text: str  # as given
+    files: tuple[Path, ...] = ()
+    name: str = ""  # FILE.py::NAME: only that scenario
+    script: Scenario | None = None
+    bundled: bool = False
+
+    @classmethod
+    def of(cls, target: str, timeout: float | None) -> _Target:
+        file_part, _, name = target.partition("::")
+        path = Path(file_part)
+        if path.exists():
+            if path.is_file() and path.suffix != ".py":
+                raise UsageError(f"{target}: not a Python file (an executable runs as: lifeguard run -- {target})")
+            if path.is_dir():
+                return cls(target, tuple(scenario_files(path)), name)
+            if declares_scenarios(path, or_imports_lifeguard=True):
+                return cls(target, (path.resolve(),), name)
+            return cls(target, name=name, script=script_scenario(path, timeout))
+        if file_part.endswith(".py") or os.sep in file_part:
+            raise UsageError(f"{target}: no such file or folder")
+        return cls(target, bundled=True)
+
+    def pick(self, loaded: dict[Path, list[Scenario]], bundled: list[Scenario]) -> list[Scenario]:
+        if self.bundled:
+            named = [s for s in bundled if s.name == self.text]
+            if not named:
+                known = ", ".join(sorted(s.name for s in bundled)) or "none"
+                raise UsageError(f"unknown scenario {self.text!r} (bundled scenarios: {known})")
+            return named
+        items = [self.script] if self.script else [s for path in self.files for s in loaded[path]]
+        if self.name:
+            items = [s for s in items if s.name == self.name]
+            if not items:
+                raise UsageError(f"{self.text}: no scenario named {self.name!r} in {self.text.partition('::')[0]}")
+        return items
 
 
 def discover(targets: list[str], *, code: str | None = None, timeout: float | None = None,
              plain: PlainTarget | None = None, workdir: str = "") -> list[Scenario]:
     """Resolve command-line targets: files, folders, ``file.py::name`` or bundled names, then the plain
-    target that ends the command line, if any (run in ``workdir``)."""
+    target that ends the command line, if any (run in ``workdir``). Every scenario file they name is loaded
+    by one discovery process, after the checks that need none (files that do not exist, syntax errors)."""
     if code is not None:
         if targets:
             raise UsageError("-c CODE takes no other targets")
@@ -202,34 +214,16 @@ def discover(targets: list[str], *, code: str | None = None, timeout: float | No
         folder = bundled_scenarios_dir()
         if not folder.is_dir():
             raise UsageError(f"no targets given and no bundled scenarios folder at {folder}")
-        return scenarios_in(folder)
-    found: list[Scenario] = []
-    bundled: list[Scenario] | None = None
-    for target in targets:
-        file_part, _, wanted = target.partition("::")
-        path = Path(file_part)
-        if path.exists():
-            if path.is_file() and path.suffix != ".py":
-                raise UsageError(f"{target}: not a Python file (an executable runs as: lifeguard run -- {target})")
-            items = scenarios_in(path)
-            if wanted:
-                items = [s for s in items if s.name == wanted]
-                if not items:
-                    raise UsageError(f"{target}: no scenario named {wanted!r} in {file_part}")
-            if path.is_file() and items and items[0].kind == "script" and timeout:
-                items = [script_scenario(path, timeout)]
-            found.extend(items)
-            continue
-        if file_part.endswith(".py") or os.sep in file_part:
-            raise UsageError(f"{target}: no such file or folder")
-        if bundled is None:
-            bundled = scenarios_in(bundled_scenarios_dir()) if bundled_scenarios_dir().is_dir() else []
-        named = [s for s in bundled if s.name == target]
-        if not named:
-            known = ", ".join(sorted(s.name for s in bundled)) or "none"
-            raise UsageError(f"unknown scenario {target!r} (bundled scenarios: {known})")
-        found.extend(named)
-    return found
+        files = scenario_files(folder)
+        loaded = load_scenario_files(files)
+        return [s for path in files for s in loaded[path]]
+    resolved = [_Target.of(target, timeout) for target in targets]
+    folder = bundled_scenarios_dir()
+    bundled_files = scenario_files(folder) if any(t.bundled for t in resolved) and folder.is_dir() else []
+    files = [path for target in resolved for path in target.files]
+    loaded = load_scenario_files(list(dict.fromkeys([*files, *bundled_files])))
+    bundled = [s for path in bundled_files for s in loaded[path]]
+    return [s for target in resolved for s in target.pick(loaded, bundled)]
 
 
 _TOKEN = re.compile(r"\s*(\(|\)|and\b|or\b|not\b|[^\s()]+)")
