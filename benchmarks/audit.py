@@ -11,6 +11,7 @@ every process it started.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -19,7 +20,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +43,8 @@ def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, 
     command: list[str] | str = argv
     if shell:
         command = " ".join(f"'{a}'" for a in argv) + shell
-    proc = subprocess.Popen(command, shell=bool(shell), cwd=cwd or ROOT, env=full, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(command, shell=bool(shell), executable="/bin/bash" if shell else None,
+                            cwd=cwd or ROOT, env=full, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
                             stdin=subprocess.DEVNULL)
     try:
@@ -69,6 +71,17 @@ def kill_all(pids: list[int]) -> None:
 
 def report(folder: Path) -> dict:  # type: ignore[type-arg]
     return json.loads((folder / "report.json").read_text())
+
+
+@contextlib.contextmanager
+def read_only_folder(path: Path) -> Iterator[Path]:
+    """A folder nobody can write, root included (permission bits do not stop root): a read-only tmpfs."""
+    path.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(path)], check=True, timeout=30)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=False, timeout=30)
 
 
 def wait_for(condition: Callable[[], bool], timeout: float) -> bool:
@@ -449,14 +462,9 @@ def case_21(tmp: Path) -> tuple[bool, str]:
 
 @case("errors", "a read-only build cache")
 def case_22(tmp: Path) -> tuple[bool, str]:
-    cache = tmp / "cache"
-    cache.mkdir()
-    os.chmod(cache, 0o500)
-    try:
+    with read_only_folder(tmp / "cache") as cache:
         done = cli("run", "-k", "closures_released", "--repeat", "1", "--no-native",
                    env={"LIFEGUARD_CACHE": str(cache / "sub")}, timeout=300)
-    finally:
-        os.chmod(cache, 0o700)
     return done.returncode == 2, f"rc {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"
 
 
@@ -467,7 +475,26 @@ def case_23(tmp: Path) -> tuple[bool, str]:
                     "    shutil.rmtree(os.getcwd())\n\n@lifeguard.scenario()\ndef fine():\n    pass\n")
     done = cli("run", "--report", str(tmp / "r"), "--no-native", "-j", "2", "--repeat", "4", str(path))
     lines = (tmp / "r" / "results.jsonl").read_text().splitlines() if (tmp / "r" / "results.jsonl").exists() else []
-    return len(lines) == 8 and done.returncode in (1, 3), f"rc {done.returncode}, {len(lines)}/8 runs recorded"
+    return len(lines) == 8 and done.returncode in (0, 1, 3), f"rc {done.returncode}, {len(lines)}/8 runs recorded"
+
+
+@case("errors", "a full disk under --report")
+def case_full_disk(tmp: Path) -> tuple[bool, str]:
+    small = tmp / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)], check=True, timeout=30)
+    try:
+        done = cli("run", "--report", str(small / "r"), "--no-native", "--repeat", "400", "-c",
+                   "import sys; print('x' * 2000); sys.exit(1)")
+        lines = (small / "r" / "results.jsonl").read_bytes().splitlines() if (small / "r" / "results.jsonl").exists() \
+            else []
+        whole = all(json.loads(line) for line in lines)
+    except ValueError:
+        whole = False
+    finally:
+        subprocess.run(["umount", str(small)], check=False, timeout=30)
+    return done.returncode == 2 and whole and "Traceback" not in done.stderr, \
+        f"rc {done.returncode}, {len(lines)} whole lines kept, every line parses: {whole}"
 
 
 @case("errors", "timeout=nan")
@@ -482,7 +509,7 @@ def case_24(tmp: Path) -> tuple[bool, str]:
 
 @case("errors", "a lone surrogate in an exception message")
 def case_25(tmp: Path) -> tuple[bool, str]:
-    done = cli("run", "--report", str(tmp / "r"), "--no-native", "--junit", str(tmp / "r" / "junit.xml"), "-c",
+    done = cli("run", "--report", str(tmp / "r"), "--no-native", "-c",
                "import os; raise RuntimeError(os.fsdecode(b'\\xff'))")
     junit = tmp / "r" / "junit.xml"
     try:
@@ -496,7 +523,7 @@ def case_25(tmp: Path) -> tuple[bool, str]:
 
 @case("errors", "ANSI colour and NUL in output")
 def case_26(tmp: Path) -> tuple[bool, str]:
-    done = cli("run", "--report", str(tmp / "r"), "--no-native", "--junit", str(tmp / "r" / "junit.xml"), "-c",
+    done = cli("run", "--report", str(tmp / "r"), "--no-native", "-c",
                "import sys; sys.stdout.write('\\x1b[31mred\\x00\\x0b'); sys.exit(1)")
     try:
         ET.parse(tmp / "r" / "junit.xml")
@@ -512,13 +539,8 @@ def case_27(tmp: Path) -> tuple[bool, str]:
     target = tmp / "afile"
     target.write_text("x")
     one = cli("run", "--report", str(target), "--no-native", "-c", "pass")
-    ro = tmp / "ro"
-    ro.mkdir()
-    os.chmod(ro, 0o500)
-    try:
+    with read_only_folder(tmp / "ro") as ro:
         two = cli("run", "--report", str(ro / "sub"), "--no-native", "-c", "pass")
-    finally:
-        os.chmod(ro, 0o700)
     ok = one.returncode == 2 and two.returncode == 2 and "Traceback" not in one.stderr + two.stderr
     return ok, f"file: rc {one.returncode}; read-only: rc {two.returncode}"
 
