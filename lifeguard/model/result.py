@@ -102,13 +102,18 @@ class Leftover:
     pid: int
     comm: str
     ppid: int | None
+    state: str = ""  # its /proc state letter when found: "T" (stopped) is not "running"
+
+    @property
+    def stopped(self) -> bool:
+        return self.state in ("T", "t")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pid": self.pid, "comm": self.comm, "ppid": self.ppid}
+        return {"pid": self.pid, "comm": self.comm, "ppid": self.ppid, "state": self.state}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Leftover:
-        return cls(int(data["pid"]), str(data.get("comm", "?")), data.get("ppid"))
+        return cls(int(data["pid"]), str(data.get("comm", "?")), data.get("ppid"), str(data.get("state", "")))
 
 
 @dataclass(frozen=True)

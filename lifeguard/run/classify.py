@@ -254,8 +254,9 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
     elif leftovers:
         outcome = Outcome.FAILED
         phase = Phase.EXIT
-        names = ", ".join(f"{p.pid} ({p.comm})" for p in leftovers)
-        reason = f"left processes running after exit: {names}"
+        names = ", ".join(f"{p.pid} ({p.comm}{', stopped' if p.stopped else ''})" for p in leftovers)
+        what = "stopped processes" if all(p.stopped for p in leftovers) else "processes running"
+        reason = f"left {what} after exit: {names}"
     else:
         outcome = Outcome.PASSED
         phase = None

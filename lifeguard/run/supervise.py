@@ -261,7 +261,8 @@ def supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fil
                 left = _leftovers(handle, membership)
             for pid in left:
                 info = read_proc(pid)
-                leftovers.append(Leftover(pid, info.comm if info else "?", info.ppid if info else None))
+                leftovers.append(Leftover(pid, info.comm if info else "?", info.ppid if info else None,
+                                          info.state if info else ""))
     except BaseException:  # cancelled, Ctrl-C in this thread, or our own bug: never leave the tree behind
         interrupted = True
         raise

@@ -183,3 +183,37 @@ def kills_its_server():
     run = load_report(report)["runs"][0]
     assert run["outcome"] == "passed" and run["mode"].startswith("fork-server"), run
     assert run["duration"] < timeout / 2, run["duration"]
+
+
+def test_a_stopped_leftover_is_called_stopped(tmp_path: Path) -> None:
+    script = tmp_path / "stops.py"
+    ready = tmp_path / "child.pid"
+    script.write_text(f"""
+import os, signal, time
+pid = os.fork()
+if pid == 0:
+    open({str(ready)!r} + ".tmp", "w").write(str(os.getpid()))
+    os.rename({str(ready)!r} + ".tmp", {str(ready)!r})
+    os.kill(os.getpid(), signal.SIGSTOP)
+    os._exit(0)
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    if os.path.exists({str(ready)!r}):
+        state = open(f"/proc/{{pid}}/stat").read().rpartition(")")[2].split()[0]
+        if state == "T":
+            break
+    time.sleep(0.01)
+""")
+    report = tmp_path / "r"
+    done = run_cli("run", "--report", str(report), "--no-native", str(script))
+    child = int(ready.read_text())
+    try:
+        assert done.returncode == 1, done.stdout + done.stderr
+        run = load_report(report)["runs"][0]
+        assert run["reason"].startswith(f"left stopped processes after exit: {child} ("), run["reason"]
+        assert run["reason"].endswith(", stopped)"), run["reason"]
+        assert [p["state"] for p in run["leftover_processes"]] == ["T"]
+        assert not pid_alive(child)
+    finally:
+        if pid_alive(child):
+            os.kill(child, signal.SIGKILL)
