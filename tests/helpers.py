@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,10 +55,18 @@ def run_cli(*args: str, timeout: float = CLI_TIMEOUT, cwd: Path | None = None,
     return finish_cli(start_cli(*args, cwd=cwd, env=env, shell_setup=shell_setup), timeout)
 
 
+def _terminal_sigint() -> None:
+    # A background job of a non-interactive shell (a CI step, `cmd &`) starts with SIGINT ignored,
+    # and Python keeps an ignored SIGINT ignored: give the supervisor a terminal's Ctrl-C.
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-              shell_setup: str = "") -> subprocess.Popen[str]:
+              shell_setup: str = "", terminal_sigint: bool = False) -> subprocess.Popen[str]:
     """Start `python -m lifeguard ARGS` in its own session, for a test that needs its pid (to signal it);
-    end it with finish_cli."""
+    end it with finish_cli. ``terminal_sigint``: SIGINT as a terminal's Ctrl-C delivers it (not ignored)."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env.update(env or {})
@@ -65,7 +74,18 @@ def start_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = 
     if shell_setup:
         argv = ["sh", "-c", f"{shell_setup} && exec {shlex.join(argv)}"]
     return subprocess.Popen(argv, cwd=cwd or ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, stdin=subprocess.DEVNULL)
+                            text=True, start_new_session=True, stdin=subprocess.DEVNULL,
+                            preexec_fn=_terminal_sigint if terminal_sigint else None)
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout: float) -> None:
+    """Poll ``condition`` (a fact a test's child makes true: a file written, a process gone) until ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def finish_cli(proc: subprocess.Popen[str], timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess[str]:

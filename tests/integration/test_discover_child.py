@@ -12,7 +12,6 @@ import importlib.util
 import os
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from lifeguard.child.protocol import DISCOVERY_TIMEOUT_ENV
 from lifeguard.errors import ConfigurationError, ScenarioDefinitionError
 from lifeguard.model.scenario import Scenario, take_registered
 from lifeguard.plan.discover import discover
-from tests.helpers import ROOT, Pace, finish_cli, pid_alive, run_cli, start_cli
+from tests.helpers import ROOT, Pace, finish_cli, pid_alive, run_cli, start_cli, wait_for
 
 HEADER = '''import os
 import lifeguard
@@ -53,15 +52,6 @@ def hostile(tmp_path: Path, body: str, name: str = "hostile.py") -> tuple[Path, 
 
 def line_of(source: str, needle: str) -> int:
     return next(number for number, line in enumerate(source.splitlines(), 1) if needle in line)
-
-
-def wait_for(condition: Callable[[], object], what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def marked_pids(mark: Path) -> list[int]:

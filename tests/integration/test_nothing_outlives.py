@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, Pace, pid_alive, real_python
+from tests.helpers import Pace, pid_alive, start_cli, wait_for
 
 # The issue's figure: both hung trees gone this long after the supervisor's SIGKILL.
 TREES_GONE_WITHIN = 2.0
@@ -49,28 +49,26 @@ def second():
 """
 
 
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a background job starts with SIGINT ignored
-
-
 def _start(path: Path, report: Path, *options: str) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([real_python(), "-m", "lifeguard", "run", str(path), "--report", str(report),
-                             "--no-native", *options], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, preexec_fn=_default_sigint)
+    return start_cli("run", str(path), "--report", str(report), "--no-native", *options, terminal_sigint=True)
 
 
 def _pids(pid_dir: Path) -> list[int]:
     return [int(p.name.rsplit("-", 1)[1]) for p in pid_dir.iterdir() if not p.name.endswith(".tmp")]
 
 
-def _wait_for(condition, what: str, timeout: float) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
+def _two_hung_runs(scenario_file, tmp_path: Path, pace: Pace) -> tuple[subprocess.Popen[str], list[int]]:
+    """A lifeguard (-j 2) with both hung runs and their grandchildren up; their pids."""
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    path = scenario_file(_hanging(pid_dir, pace.deadline(60)))
+    supervisor = _start(path, tmp_path / "r", "-j", "2")
+    try:
+        wait_for(lambda: len(_pids(pid_dir)) == 4, "both hung runs and their grandchildren", pace.deadline(30))
+    except BaseException:
+        _cleanup(supervisor, _pids(pid_dir))
+        raise
+    return supervisor, _pids(pid_dir)
 
 
 def _cleanup(supervisor: subprocess.Popen[str], pids: list[int]) -> None:
@@ -83,14 +81,8 @@ def _cleanup(supervisor: subprocess.Popen[str], pids: list[int]) -> None:
 
 
 def test_sigkill_of_lifeguard_leaves_no_run_behind(scenario_file, tmp_path: Path, pace: Pace) -> None:
-    pid_dir, report = tmp_path / "pids", tmp_path / "r"
-    pid_dir.mkdir()
-    path = scenario_file(_hanging(pid_dir, pace.deadline(60)))
-    supervisor = _start(path, report, "-j", "2")
-    pids: list[int] = []
+    supervisor, pids = _two_hung_runs(scenario_file, tmp_path, pace)
     try:
-        _wait_for(lambda: len(_pids(pid_dir)) == 4, "both hung runs and their grandchildren", pace.deadline(30))
-        pids = _pids(pid_dir)
         os.kill(supervisor.pid, signal.SIGKILL)
         killed_at = time.monotonic()
         supervisor.communicate(timeout=10)
@@ -114,14 +106,8 @@ DOUBLE_SIGNALS = [
 @pytest.mark.parametrize(("trial", "signals"), list(enumerate(DOUBLE_SIGNALS)))
 def test_a_second_stop_signal_does_not_cut_the_shutdown_short(scenario_file, tmp_path: Path, pace: Pace,
                                                                trial: int, signals: tuple[int, int]) -> None:
-    pid_dir, report = tmp_path / "pids", tmp_path / "r"
-    pid_dir.mkdir()
-    path = scenario_file(_hanging(pid_dir, pace.deadline(60)))
-    supervisor = _start(path, report, "-j", "2")
-    pids: list[int] = []
+    supervisor, pids = _two_hung_runs(scenario_file, tmp_path, pace)
     try:
-        _wait_for(lambda: len(_pids(pid_dir)) == 4, "both hung runs and their grandchildren", pace.deadline(30))
-        pids = _pids(pid_dir)
         first, second = signals
         os.kill(supervisor.pid, first)
         time.sleep(0.005 * (trial % 5))  # the second lands 0-20 ms later: during the first's cleanup
@@ -131,7 +117,7 @@ def test_a_second_stop_signal_does_not_cut_the_shutdown_short(scenario_file, tmp
         # order (CPython checks pending signals from 1 up), so then it may be the second's.
         assert supervisor.returncode in (128 + first, 128 + second), out + err
         assert [p for p in pids if pid_alive(p)] == []
-        data = json.loads((report / "report.json").read_text())
+        data = json.loads((tmp_path / "r" / "report.json").read_text())
         assert data["interrupted"] is True and data["all_expected"] is False
         assert "Traceback" not in err, err
     finally:

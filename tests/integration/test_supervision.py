@@ -8,13 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, Pace, load_report, pid_alive, real_python, run_cli, run_pids
+from tests.helpers import Pace, load_report, pid_alive, run_cli, run_pids, start_cli, wait_for
 
 # Bounds of polls for facts (a file written, a process gone): reached only when something is broken.
 FACT_TIMEOUT = 60.0
@@ -155,26 +154,12 @@ def hangs():
 '''
 
 
-def _default_sigint() -> None:
-    # A background job of a non-interactive shell (a CI step, `cmd &`) starts with SIGINT ignored,
-    # and Python keeps an ignored SIGINT ignored: give the supervisor a terminal's Ctrl-C.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _start_supervisor(path: Path, report: Path, *options: str) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([real_python(), "-m", "lifeguard", "run", str(path), "--report", str(report),
-                             "--no-native", *options], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, preexec_fn=_default_sigint)
+    return start_cli("run", str(path), "--report", str(report), "--no-native", *options, terminal_sigint=True)
 
 
 def _wait_for(condition, what: str, timeout: float = FACT_TIMEOUT) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+    wait_for(condition, what, timeout)
 
 
 def test_results_jsonl_survives_sigkill_of_the_supervisor(scenario_file, tmp_path: Path) -> None:
