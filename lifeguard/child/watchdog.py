@@ -24,7 +24,8 @@ KILL_ROUNDS = 50
 ROUND_PAUSE = 0.01
 
 
-def _members(folder: str) -> list[int]:
+def folder_members(folder: str) -> list[int]:
+    """Every process in a cgroup folder and the folders below it (also the supervisor's reading)."""
     pids: list[int] = []
     for path, _, _ in os.walk(folder):
         try:
@@ -51,7 +52,7 @@ def kill_folder(folder: str) -> None:
         except OSError:
             continue
     for _ in range(KILL_ROUNDS):
-        pids = _members(folder)
+        pids = folder_members(folder)
         if not pids:
             break
         for pid in pids:

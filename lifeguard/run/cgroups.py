@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lifeguard.child.watchdog import folder_members
+
 # A kill is done when the folder has no live member; the kernel needs a moment after cgroup.kill.
 KILL_SETTLE_TIMEOUT = 2.0
 KILL_ROUNDS = 50  # v1 only: members are killed in rounds (pids.max = 0 already stops new forks)
@@ -113,35 +115,26 @@ class CgroupFolder:
 
     def members(self) -> list[int]:
         """Every process in this folder and the folders below it (a run may make its own)."""
-        pids: list[int] = []
-        for folder, _, _ in os.walk(self.path):
-            try:
-                with open(os.path.join(folder, "cgroup.procs")) as f:
-                    pids.extend(int(word) for word in f.read().split())
-            except (OSError, ValueError):
-                continue
-        return pids
+        return folder_members(str(self.path))
 
-    def kill(self) -> list[int]:
-        """SIGKILL every member until none is left; returns the pids that were members."""
-        seen = self.members()
-        if not seen:
-            return []
+    def kill(self) -> None:
+        """SIGKILL every member until none is left (or KILL_SETTLE_TIMEOUT: one in uninterruptible sleep)."""
+        members = self.members()
+        if not members:
+            return
         kill_file = self.path / "cgroup.kill"
         if self.hierarchy.version == 2 and kill_file.exists():
             _write(kill_file, "1")
         else:
-            self._kill_in_rounds(seen)
+            self._kill_in_rounds(members)
         deadline = time.monotonic() + KILL_SETTLE_TIMEOUT
         while time.monotonic() < deadline:
             left = self.members()
             if not left:
-                break
-            seen.extend(p for p in left if p not in seen)
+                return
             for pid in left:  # a member that was moved in after the kill
                 _sigkill(pid)
             time.sleep(0.005)
-        return sorted(set(seen))
 
     def _kill_in_rounds(self, pids: list[int]) -> None:
         if self.hierarchy.version == 1:

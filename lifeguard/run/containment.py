@@ -8,9 +8,9 @@ folder is killed then. If the supervisor dies without that, the watchdog does it
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
 import shutil
+import signal
 import subprocess
 import threading
 from pathlib import Path
@@ -25,12 +25,11 @@ from lifeguard.run.membership import (
     SubreaperMembership,
     session_folder,
 )
-from lifeguard.run.proctree import ProcInfo, become_subreaper
+from lifeguard.run.proctree import ProcInfo, become_subreaper, libc
 from lifeguard.run.watchdog import Watchdog
 
 CHOICES = ("auto", "cgroup", SUBREAPER)  # MEMBERSHIP_ENV's values
 PR_SET_PDEATHSIG = 1
-SIGKILL = 9
 
 
 class Containment:
@@ -68,6 +67,14 @@ class Containment:
                 pass  # the folder went away under us: still supervised, by ancestry
         return GuardedSubreaper(run_id, self)
 
+    def track(self, run: SubreaperMembership, live: bool) -> None:
+        """``run`` (tracked by ancestry) started or ended."""
+        with self._lock:
+            if live:
+                self.live.add(run)
+            else:
+                self.live.discard(run)
+
     def only_live_run(self, run: SubreaperMembership, info: ProcInfo) -> bool:
         """May ``run`` claim the unexplained orphan ``info``? Only as the one live run, and never one of
         the supervisor's own children."""
@@ -91,14 +98,12 @@ class GuardedSubreaper(SubreaperMembership):
 
     def started(self, root: int) -> None:
         super().started(root)
-        with self.owner._lock:
-            self.owner.live.add(self)
+        self.owner.track(self, live=True)
         self.owner.watchdog.guard_run(root, self.run_id)  # a run's main process leads its own session
 
     def close(self) -> None:
         super().close()
-        with self.owner._lock:
-            self.owner.live.discard(self)
+        self.owner.track(self, live=False)
         self.owner.watchdog.release_run(self.root)
 
 
@@ -116,25 +121,19 @@ def containment() -> Containment:
         return _containment
 
 
-_libc: ctypes.CDLL | None = None
-
-
 def spawn(argv: list[str], join: Path | None, *, parent_death: bool = True, **popen: Any) -> subprocess.Popen[bytes]:
     """Popen a process that joins the cgroup of ``join`` (its ``cgroup.procs``) before exec and, with
     ``parent_death``, asks to be killed with the thread that started it. A run's main process is started by
     the thread that supervises it to its end, so that signal (which follows the creating *thread*, prctl(2))
     fires only when the supervision is gone; the fork-server outlives the worker thread that started it."""
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    prctl = _libc.prctl
+    prctl, death_signal = libc().prctl, int(signal.SIGKILL)  # looked up before the fork
     fd = os.open(join, os.O_WRONLY | os.O_CLOEXEC) if join is not None else -1
 
     def setup() -> None:  # between fork and exec: no allocation-heavy work, no locks
         if fd >= 0:
             os.write(fd, b"0")  # "0": the writing process itself
         if parent_death:
-            prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+            prctl(PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
 
     try:
         proc: subprocess.Popen[bytes] = subprocess.Popen(argv, preexec_fn=setup, **popen)

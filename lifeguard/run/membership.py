@@ -1,9 +1,10 @@
 """Which processes belong to a run: found, reaped and killed by a mechanism the run cannot leave.
 
 Two mechanisms, chosen once per session (``lifeguard doctor`` and report.json name the one used):
-- **cgroup** (lifeguard.run.cgroups): each run in a cgroup folder of its own, joined before the child's first
-  instruction (in the forked child, before exec, or by the fork-server's child before the body). setsid, an
-  empty environment or a double fork do not leave it; a kill is one write.
+- **cgroup** (lifeguard.run.cgroups): each run in a cgroup folder of its own, joined before any of the run's own
+  code: before exec for a program that is not Python, by the fork-server's child first of all, and for a
+  Python child while its interpreter starts (it waits for it: lifeguard.child.joined). setsid, an empty
+  environment or a double fork do not leave it; a kill is one write.
 - **subreaper** where no cgroup hierarchy is writable: the supervisor is a child subreaper, so every orphan is
   re-parented to it; the run's ancestry (parent links, its session, the run marker in the environment) is
   recorded at every look while the run lives, so an orphan is attributed by the parent it had, not by its
@@ -16,15 +17,18 @@ of a parallel run's main process, or of a capture tool, from its Popen.
 from __future__ import annotations
 
 import os
+import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from lifeguard.child.protocol import CGROUP_ENV
 from lifeguard.run import cgroups
-from lifeguard.run.proctree import ProcInfo, all_processes, has_marker, kill_tree, read_proc
+from lifeguard.run.proctree import ProcInfo, alive, all_processes, children_of, has_marker, read_proc
 
 SUBREAPER = "subreaper"
+KILL_ROUNDS = 5
 
 
 class RunMembership(Protocol):
@@ -58,8 +62,8 @@ class RunMembership(Protocol):
         """One look while the run lives: reap its zombie orphans, record its ancestry."""
         ...
 
-    def kill(self) -> list[int]:
-        """SIGKILL every member until none is left; the pids killed."""
+    def kill(self) -> None:
+        """SIGKILL every member until none is left."""
         ...
 
     def close(self) -> None:
@@ -68,38 +72,8 @@ class RunMembership(Protocol):
 
 
 def _our_zombies() -> list[int]:
-    """Zombie children of the supervisor (from every thread's children list)."""
-    found = []
-    try:
-        tasks = os.listdir(f"/proc/{os.getpid()}/task")
-    except OSError:
-        return []
-    for tid in tasks:
-        try:
-            with open(f"/proc/{os.getpid()}/task/{tid}/children") as f:
-                pids = [int(p) for p in f.read().split()]
-        except OSError:
-            continue
-        for pid in pids:
-            info = read_proc(pid)
-            if info is not None and info.state == "Z":
-                found.append(pid)
-    return found
-
-
-def _children_of(pid: int) -> list[int]:
-    found: list[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return found
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                found.extend(int(p) for p in f.read().split())
-        except OSError:
-            continue
-    return found
+    """Zombie children of the supervisor."""
+    return [pid for pid in children_of(os.getpid()) if (info := read_proc(pid)) is not None and info.state == "Z"]
 
 
 def _reap(pid: int) -> None:
@@ -130,7 +104,7 @@ class CgroupMembership:
         # What it forked before the move (a command that forks at once) stayed outside: move it too.
         stack = [root]
         while stack:
-            for kid in _children_of(stack.pop()):
+            for kid in children_of(stack.pop()):
                 if not cgroups.in_folder(kid, self.folder):
                     try:
                         self.folder.adopt(kid)
@@ -139,7 +113,7 @@ class CgroupMembership:
                 stack.append(kid)
 
     def members(self) -> list[int]:
-        live = [p for p in self.folder.members() if _alive(p)]
+        live = [p for p in self.folder.members() if alive(p)]
         return sorted(live, key=lambda p: (p != self.root, p))
 
     def watch(self) -> None:
@@ -147,12 +121,11 @@ class CgroupMembership:
             if pid != self.root and cgroups.in_folder(pid, self.folder):
                 _reap(pid)
 
-    def kill(self) -> list[int]:
-        return self.folder.kill()
+    def kill(self) -> None:
+        self.folder.kill()
 
     def close(self) -> None:
-        if self.folder.members():
-            self.folder.kill()
+        self.folder.kill()
         self.watch()
         if not self.folder.remove():  # a member still exiting: one more look, then leave it to the session
             self.watch()
@@ -202,15 +175,11 @@ class SubreaperMembership:
         ours with the run's marker (or unclaimed, see the class); then the live members."""
         procs = all_processes()
         me = os.getpid()
-        for info in procs.values():
-            if info.pid not in self.seen and info.pid != me and self._belongs(info, me):
-                self.seen.add(info.pid)
-        # A chain recorded in one look (a parent and its child both new) needs the closure.
         changed = True
-        while changed:
+        while changed:  # to the closure: a parent and its child may both be new in one look
             changed = False
             for info in procs.values():
-                if info.pid not in self.seen and info.ppid in self.seen and info.pid != me:
+                if info.pid not in self.seen and info.pid != me and self._belongs(info, me):
                     self.seen.add(info.pid)
                     changed = True
         live = [p for p in self.seen if p in procs and procs[p].state != "Z"]
@@ -225,27 +194,24 @@ class SubreaperMembership:
             if pid != self.root and pid in self.seen:
                 _reap(pid)
 
-    def kill(self) -> list[int]:
-        killed = set(kill_tree(self.root, self.run_id))
-        for _ in range(3):  # what the tree walk missed: members recorded earlier that left the session
+    def kill(self) -> None:
+        for _ in range(KILL_ROUNDS):  # rounds: a member may fork between a scan and the kill
             left = self._scan()
             if not left:
-                break
+                return
             for pid in left:
                 try:
-                    os.kill(pid, 9)
-                    killed.add(pid)
+                    os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-        return sorted(killed)
+            try:
+                os.killpg(self.root, signal.SIGKILL)  # the run's process group, as it was at the start
+            except (ProcessLookupError, PermissionError):
+                pass
+            time.sleep(0.01)
 
     def close(self) -> None:
         self.watch()
-
-
-def _alive(pid: int) -> bool:
-    info = read_proc(pid)
-    return info is not None and info.state != "Z"
 
 
 def session_folder() -> tuple[cgroups.CgroupFolder | None, str]:

@@ -40,6 +40,7 @@ class Relay:
         self._tail: deque[bytes] = deque()
         self._tail_size = 0
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # the file and the tail, between the pump and close()
         read_end, self.child_end = os.pipe()  # both close-on-exec; the child's end is handed on explicitly
         self._file = open(path, "ab", buffering=0)
         self._written = 0
@@ -51,15 +52,16 @@ class Relay:
         poller = select.poll()
         poller.register(fd, select.POLLIN | select.POLLHUP)
         try:
-            while True:
+            while not self._stop.is_set():  # also while data keeps coming (a writer that escaped the kill)
                 if not poller.poll(POLL_MS):
-                    if self._stop.is_set():
-                        return
                     continue
                 data = os.read(fd, READ_CHUNK)
                 if not data:
                     return
-                self._keep(data)
+                with self._lock:
+                    if self._file.closed:
+                        return
+                    self._keep(data)
                 if self.live is not None:
                     self.live.write(self.spec, self.name, data)
         except OSError:
@@ -94,15 +96,16 @@ class Relay:
         if self._thread.is_alive():
             self._stop.set()
             self._thread.join(DRAIN_TIMEOUT)
-        tail = b"".join(self._tail)
-        excess = len(tail) - self.tail_room
-        if excess > 0:
-            self.dropped += excess
-            tail = tail[excess:]
-        if self.dropped:
-            self._file.write(f"\n[lifeguard: {self.dropped} bytes of output dropped here]\n".encode())
-        self._file.write(tail)
-        self._file.close()
+        with self._lock:  # a pump still alive now (its live sink blocked) finds the file closed and ends
+            tail = b"".join(self._tail)
+            excess = len(tail) - self.tail_room
+            if excess > 0:
+                self.dropped += excess
+                tail = tail[excess:]
+            if self.dropped:
+                self._file.write(f"\n[lifeguard: {self.dropped} bytes of output dropped here]\n".encode())
+            self._file.write(tail)
+            self._file.close()
 
 
 class Relays:

@@ -2,7 +2,7 @@
 
 The first SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 or SIGUSR2 raises KeyboardInterrupt in the main thread
 once: the engine cancels its runs, every tree is killed, what finished is written, and the command exits
-128 + that signal's number (130, 143, 129, 131, 138, 140). Later signals are only counted: a second exception
+128 + that signal's number (130, 143, 129, 131, 138, 140). Later signals are ignored: a second exception
 would cut that cleanup short and leave trees behind (seen: a second SIGTERM within 50 ms left hung children in
 15 of 21 trials). While the reports are being written the first signal is only recorded too. If the shutdown
 still takes longer than SHUTDOWN_LIMIT, the process exits at once: the watchdog sees its pipe close and kills
@@ -30,9 +30,7 @@ SHUTDOWN_LIMIT = 60.0
 class Shutdown:
     def __init__(self) -> None:
         self.signum: int | None = None  # the first stop signal
-        self.count = 0
         self._protected = 0
-        self._pending = False
         self._timer: threading.Timer | None = None
 
     def install(self) -> None:
@@ -42,17 +40,14 @@ class Shutdown:
             signal.signal(signum, self._handle)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        self.count += 1
         if self.signum is not None:
             return  # already shutting down
         self.signum = signum
         self._timer = threading.Timer(SHUTDOWN_LIMIT, self._give_up)
         self._timer.daemon = True
         self._timer.start()
-        if self._protected:
-            self._pending = True  # raised, if at all, when the protected part is over
-            return
-        raise KeyboardInterrupt
+        if not self._protected:  # while the reports are written, the first is only recorded too
+            raise KeyboardInterrupt
 
     def _give_up(self) -> None:
         try:
@@ -74,7 +69,6 @@ class Shutdown:
             yield
         finally:
             self._protected -= 1
-            self._pending = False
 
     def stop_timer(self) -> None:
         if self._timer is not None:

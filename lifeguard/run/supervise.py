@@ -135,14 +135,13 @@ class PopenHandle:
 def _wait_exit(handle: ChildHandle, membership: RunMembership, deadline: float,
                cancel: threading.Event | None) -> bool:
     """Wait for the child until the deadline; True if it exited. Its zombie orphans are reaped as they come."""
-    interval = POLL_INTERVAL
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return handle.wait_step(0)
         if cancel is not None and cancel.is_set():
             raise RunInterrupted()
-        if handle.wait_step(min(remaining, interval)):
+        if handle.wait_step(min(remaining, POLL_INTERVAL)):
             return True
         membership.watch()
 
@@ -215,7 +214,7 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
     except OSError as exc:  # a command that is not there, not executable, or a folder that went away
         membership.close()
         relays.close()
-        raise UsageError(f"cannot start {child_argv(spec)[0]!r} in {spec.cwd}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot start {argv[0]!r} in {spec.cwd}: {exc.strerror or exc}") from None
     finally:
         os.close(events_fd)
         relays.started()
