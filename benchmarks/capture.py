@@ -42,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lifeguard.capture.bounded import run_bounded  # noqa: E402
-from lifeguard.capture.cores import core_setup, find_cores  # noqa: E402
+from lifeguard.capture.cores import core_setup  # noqa: E402
 from lifeguard.capture.native import (  # noqa: E402
     analyse_crash_cores,
     available_hang_backends,
@@ -51,6 +51,7 @@ from lifeguard.capture.native import (  # noqa: E402
 )
 from lifeguard.capture.threadstate import SAMPLE_WINDOW  # noqa: E402
 from lifeguard.model.stacks import ProcessStacks  # noqa: E402
+from lifeguard.run.launch import core_files  # noqa: E402
 from lifeguard.run.supervise import HangContext  # noqa: E402
 
 TARGET_SECONDS = 0.5
@@ -249,7 +250,7 @@ def make_core(python: str, folder: Path, *flags: str) -> Path | None:
     subprocess.run([python, str(script), "--crash", *flags], cwd=folder, stdin=subprocess.DEVNULL,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=allow_cores,
                    timeout=READY_TIMEOUT, check=False)
-    cores = find_cores(folder)
+    cores = core_files(folder)
     return cores[0] if cores else None
 
 

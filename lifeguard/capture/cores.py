@@ -7,7 +7,6 @@ from pathlib import Path
 
 from lifeguard.child.cores import core_pattern_is_local
 from lifeguard.child.protocol import CORE_PATTERN_FILE
-from lifeguard.run.launch import core_files
 
 CORE_PATTERN = Path(CORE_PATTERN_FILE)
 
@@ -36,8 +35,3 @@ def core_setup() -> CoreSetup:
                          f"core files go to {pattern!r}, outside the run's folder; use --backtrace replay or set "
                          "kernel.core_pattern=core")
     return CoreSetup(pattern, True, "")
-
-
-def find_cores(run_dir: Path) -> list[Path]:
-    """Core files in a run's folder (``core``, ``core.PID`` or a pattern starting with ``core``)."""
-    return core_files(run_dir)

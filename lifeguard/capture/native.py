@@ -186,7 +186,7 @@ def _analyse_core(core: Path, executable: str) -> ProcessStacks:
 
 def analyse_crash_cores(cores: list[Path], executable: str, *,
                         keep: bool = False) -> tuple[list[ProcessStacks], list[str]]:
-    """Backtraces from the core files a crashed run left (cores.find_cores), and notes on what could
+    """Backtraces from the core files a crashed run left (run.launch.core_files), and notes on what could
     not be read; the cores are deleted unless ``keep``."""
     if not cores:
         return [], []

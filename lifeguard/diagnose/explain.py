@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from lifeguard.capture.cores import core_setup, find_cores
+from lifeguard.capture.cores import core_setup
 from lifeguard.capture.native import analyse_crash_cores, gdb_missing_note, merge_python_stacks, replay_under_gdb
 from lifeguard.child.protocol import CORES_ON, FORKED, STDERR_FILE
 from lifeguard.diagnose import diagnose
@@ -19,12 +19,13 @@ from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Finding, RunResult
 from lifeguard.model.run import BacktraceMethod, RunKind, RunSpec
 from lifeguard.run.classify import phase_of
+from lifeguard.run.launch import core_files
 
 
 def explain(spec: RunSpec, result: RunResult) -> RunResult:
     """Add native crash stacks (from cores) and findings to a failed run. A passed run pays one listdir:
     a core in its folder means a forked child crashed although the parent went on."""
-    cores = find_cores(spec.run_dir) if spec.cores else []
+    cores = core_files(spec.run_dir) if spec.cores else []
     if result.outcome is Outcome.PASSED and not cores:
         return result
     notes = list(result.notes)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from lifeguard.capture import cores
+from lifeguard.run.launch import core_files
 
 
 def test_core_pattern_kinds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,8 +29,8 @@ def test_an_unreadable_core_pattern_is_not_usable(tmp_path: Path, monkeypatch: p
     assert not setup.usable and "core_pattern" in setup.note
 
 
-def test_find_cores_in_a_run_folder(tmp_path: Path) -> None:
+def test_core_files_in_a_run_folder(tmp_path: Path) -> None:
     for name in ("core", "core.1234", "core.python3.99", "stderr.txt", "events.txt"):
         (tmp_path / name).write_text("")
     (tmp_path / "core.d").mkdir()  # a folder is never a core
-    assert [p.name for p in cores.find_cores(tmp_path)] == ["core", "core.1234", "core.python3.99"]
+    assert [p.name for p in core_files(tmp_path)] == ["core", "core.1234", "core.python3.99"]
