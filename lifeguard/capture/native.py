@@ -32,7 +32,7 @@ from lifeguard.child import protocol
 from lifeguard.model.run import RunKind, RunSpec
 from lifeguard.model.stacks import ProcessStacks
 from lifeguard.run.launch import child_argv, child_env, child_spec
-from lifeguard.run.supervise import CaptureHook, HangContext
+from lifeguard.run.supervise import NATIVE_BUDGET, CaptureHook, HangContext
 
 # Every back end tried on one process, together: the deadline of the whole ladder.
 HANG_CAPTURE_TIMEOUT = 20.0
@@ -43,6 +43,7 @@ PYSTACK_CORE_TIMEOUT = 30.0
 MIN_ATTEMPT = 1.0  # less time than this left: not worth starting the next back end
 MAX_PARALLEL_CAPTURES = 8  # processes of a tree read at once
 assert PYSTACK_HANG_TIMEOUT + EU_STACK_HANG_TIMEOUT + MIN_ATTEMPT < HANG_CAPTURE_TIMEOUT  # gdb keeps a chance
+assert HANG_CAPTURE_TIMEOUT <= NATIVE_BUDGET  # one process's whole ladder fits in a run's capture budget
 
 # Failures no other back end can get past: every one of them attaches with ptrace.
 _FINAL_ERRORS = ("No such process", "has exited", "Operation not permitted")
