@@ -170,7 +170,7 @@ def main() -> None:
 PLAIN_KINDS = ("script", "code", "module")  # plain targets the bootstrap runs (a command is exec'd as is)
 
 
-def _evidence(run_dir: str, signum: int, seed: int, perturbations: list[str]) -> None:
+def install_evidence(run_dir: str, signum: int, seed: int, perturbations: list[str]) -> None:
     """What every process of a run gets: a dump file on the signal, the fork hook, the last atexit
     callback, the record of collections on other threads, the perturbations."""
     _register_dump(run_dir, signum)
@@ -194,7 +194,7 @@ def run(spec: dict[str, Any]) -> None:
     plain = kind in PLAIN_KINDS
     if spec.get("cores") and not plain:
         cores.allow_core_dumps()  # a scenario works in its run folder from the start
-    _evidence(run_dir, spec["dump_signal"], spec.get("seed", 0), spec.get("perturbations") or [])
+    install_evidence(run_dir, spec["dump_signal"], spec.get("seed", 0), spec.get("perturbations") or [])
     import threading
 
     emit(protocol.STARTED, python=list(sys.version_info[:3]), main_thread=threading.get_ident())
@@ -230,7 +230,7 @@ def attach(spec: dict[str, Any]) -> None:
 
     emit(protocol.ATTACHED, python=list(sys.version_info[:3]), main_thread=threading.get_ident(),
          executable=sys.executable, argv=list(getattr(sys, "orig_argv", sys.argv)))
-    _evidence(spec["run_dir"], spec["dump_signal"], spec.get("seed", 0), spec.get("perturbations") or [])
+    install_evidence(spec["run_dir"], spec["dump_signal"], spec.get("seed", 0), spec.get("perturbations") or [])
     cores.at_finalization(spec["run_dir"], cores=bool(spec.get("cores")), body_end=True)
     emit(protocol.BODY_START)
 

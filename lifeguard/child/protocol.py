@@ -106,6 +106,8 @@ BOOT_SCRIPT = "lifeguard_boot.py"  # the bootstrap as a script, for tools that r
 SITE_HOOK_DIR = "attach"  # the folder put first on a plain run's PYTHONPATH...
 SITE_HOOK_FILE = "sitecustomize.py"  # ...holding only this, which attaches each Python process (child.attach)
 CORE_PATTERN_FILE = "/proc/sys/kernel/core_pattern"
+# A test forked from pytest (--lifeguard) whose body failed: the failure as pytest itself reports it.
+PYTEST_FAILURE_FILE = "pytest-failure.txt"
 
 
 def faulthandler_file(pid: int) -> str:

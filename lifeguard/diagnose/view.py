@@ -145,7 +145,8 @@ def _thread_full(thread: ThreadStack, signal: SignalInfo | None, role: str | Non
     for item in shown:
         lines.append(f"      {item}" if isinstance(item, str) else _frame_line(item))
     if hidden:
-        lines.append(f"      ({hidden} outer frames hidden: interpreter start-up, lifeguard's bootstrap)")
+        lines.append(f"      ({hidden} outer frames hidden: interpreter start-up, lifeguard's bootstrap, "
+                     "pytest's runner)")
     if not thread.frames:
         lines.append("      (no frames)")
     return lines

@@ -25,6 +25,7 @@ class StartMode(Choice):
     FRESH = "fresh"  # a new interpreter
     FORK_FAST = "fork-server/fast"  # forked from the warm server; os._exit after flushing
     FORK_FULL = "fork-server/full"  # forked from the warm server; full finalization
+    PYTEST_FORK = "pytest-fork"  # forked from the pytest process after the test's fixtures; a process's exit
 
 
 class BacktraceMethod(Choice):

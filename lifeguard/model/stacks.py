@@ -26,7 +26,9 @@ EVAL_FRAME_FUNCTION = "_PyEval_EvalFrameDefault"
 # Python source of the harness, not of the program: lifeguard's child side and runpy, which runs scripts.
 _PYTHON_EXECUTABLE = re.compile(r"python[\d.]*[a-z]*")
 # (A replay under gdb runs the bootstrap from a copy in the run folder: its frames are not marked.)
-HARNESS_FILES = ("/lifeguard/child/", "<frozen runpy>", "/runpy.py")
+# A test forked from pytest (pytest --lifeguard) carries the whole pytest call chain under its body.
+HARNESS_FILES = ("/lifeguard/child/", "<frozen runpy>", "/runpy.py", "/_pytest/", "/pluggy/", "/pytest/__main__.py",
+                 "/lifeguard/pytest_plugin/", "/lifeguard/run/fork_here.py")
 
 # GIL states of a thread (ThreadStack.gil); None when it cannot be told.
 GIL_HELD = "held"

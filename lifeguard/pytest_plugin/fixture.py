@@ -27,6 +27,7 @@ from lifeguard.pytest_plugin.runner import (
     workspace,
     write_body,
 )
+from lifeguard.pytest_plugin.session_report import SessionRecord
 from lifeguard.pytest_plugin.settings import Settings
 
 
@@ -35,21 +36,22 @@ class LifeguardFixture:
 
     Every call returns :class:`lifeguard.assertions.Runs`, whose ``assert_clean()``,
     ``assert_outcome("hung")`` and ``assert_finding(kind)`` show the evidence when they fail.
-    ``--lifeguard-timeout`` / ``--lifeguard-repeat`` (and their ini values) override the
-    ``timeout=`` / ``repeat=`` given here, as they override the marker's.
+    A ``timeout=`` / ``repeat=`` given here wins over ``--lifeguard-timeout`` / ``--lifeguard-repeat``,
+    which win over their ini values (the marker's order, and pytest-timeout's).
     """
 
-    def __init__(self, item: pytest.Item, settings: Settings) -> None:
+    def __init__(self, item: pytest.Item, settings: Settings, record: SessionRecord) -> None:
         self._item = item
         self._settings = settings
+        self._record = record
         self._calls = 0
 
     def _limits(self, timeout: float | None, repeat: int | None, what: str) -> tuple[float, int]:
         try:
-            chosen_timeout = self._settings.timeout or positive_seconds(
-                DEFAULT_TIMEOUT if timeout is None else timeout, f"timeout of {what}")
-            chosen_repeat = self._settings.repeat or positive_count(
-                1 if repeat is None else repeat, f"repeat of {what}")
+            chosen_timeout = (positive_seconds(timeout, f"timeout of {what}") if timeout is not None
+                              else self._settings.timeout or DEFAULT_TIMEOUT)
+            chosen_repeat = (positive_count(repeat, f"repeat of {what}") if repeat is not None
+                             else self._settings.repeat or 1)
         except ValueError as exc:
             raise MarkerError(str(exc)) from None
         return chosen_timeout, chosen_repeat
@@ -62,10 +64,12 @@ class LifeguardFixture:
         __tracebackhide__ = True
         name = self._call_name(kind)
         try:
-            with workspace(self._item, self._settings).call(name) as folders:
+            self._record.open()
+            with workspace(self._item, self._record).call(name) as folders:
                 session = run_engine(make(folders.body), folders)
         except LifeguardError as exc:
             raise MarkerError(f"{exc}\n{exc.HELP_TEXT}".strip()) from None
+        self._record.add_call(f"{self._item.nodeid}::{name}", session)
         return Runs(f"{label_of(self._item)} {kind}", session)
 
     def run_code(self, code: str, *, timeout: float | None = None, repeat: int | None = None) -> Runs:
@@ -144,12 +148,14 @@ class LifeguardFixture:
         search = [os.path.abspath(p) for p in paths] + parent_sys_path()
         name = self._call_name(f"probe-{probe}")
         try:
-            with workspace(self._item, self._settings).call(name) as folders:
+            self._record.open()
+            with workspace(self._item, self._record).call(name) as folders:
                 scenarios = probe_scenarios(module, (probe,), folders.body, hook=hook_spec, check=check_spec,
                                             paths=search, timeout=seconds, repeat=runs)
                 session = run_engine(scenarios, folders, probe_options())
         except LifeguardError as exc:
             raise MarkerError(f"{exc}\n{exc.HELP_TEXT}".strip()) from None
+        self._record.add_call(f"{self._item.nodeid}::{name}", session)
         return Runs(f"{probe} probe of {module}", session)
 
     def build(self, fixture: str, variant: str = "buggy") -> Path:

@@ -1,11 +1,11 @@
-"""lifeguard's pytest plugin: ``@pytest.mark.lifeguard`` and the ``lifeguard`` fixture.
+"""lifeguard's pytest plugin: ``--lifeguard``, ``@pytest.mark.lifeguard`` and the ``lifeguard`` fixture.
 
-Registered through the ``pytest11`` entry point; ``-p no:lifeguard`` switches it
-off. A marked test's body runs in fresh supervised interpreters, each living a
-whole process lifetime (so a crash in finalization or in a static destructor
-fails the test); the test passes when every run ends as the marker expects.
-Imports stay light here: the engine is loaded only by a test that uses the
-marker or the fixture.
+Registered through the ``pytest11`` entry point; ``-p no:lifeguard`` switches it off. Under ``--lifeguard``
+every test's body runs in a supervised child forked from this process after its fixtures are set up
+(lifeguard.pytest_plugin.guard); a marked test's body runs in fresh supervised interpreters, each living a
+whole process lifetime. Either way a crash in finalization or in a static destructor fails the test; the
+test passes when every run ends as expected. Imports stay light here: the engine is loaded only once a
+test is guarded, marked or uses the fixture.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ import pytest
 
 from lifeguard.errors import LifeguardError, MarkerError
 from lifeguard.pytest_plugin.settings import (
+    GUARD_HELP,
     MARKER_HELP,
+    MODE_HELP,
+    MODES,
     REPEAT_HELP,
     REPORT_HELP,
     SETTINGS_KEY,
@@ -27,18 +30,27 @@ from lifeguard.pytest_plugin.settings import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Generator
+
     from lifeguard.pytest_plugin.fixture import LifeguardFixture
     from lifeguard.pytest_plugin.marker import MarkerOptions
+    from lifeguard.pytest_plugin.session_report import SessionRecord
 
 
 MARKER_KEY: pytest.StashKey[MarkerOptions] = pytest.StashKey()
+RECORD_KEY: pytest.StashKey[SessionRecord] = pytest.StashKey()
+PYTEST_TIMEOUT_KEY: pytest.StashKey[float] = pytest.StashKey()  # pytest-timeout's timeout of a guarded test
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("lifeguard", "lifeguard: lifetime bugs of native extensions")
+    group.addoption("--lifeguard", action="store_true", default=False, dest="lifeguard_all", help=GUARD_HELP)
+    group.addoption("--lifeguard-mode", dest="lifeguard_mode", choices=MODES, help=MODE_HELP)
     group.addoption("--lifeguard-timeout", dest="lifeguard_timeout", metavar="SECONDS", help=TIMEOUT_HELP)
     group.addoption("--lifeguard-repeat", dest="lifeguard_repeat", metavar="N", help=REPEAT_HELP)
     group.addoption("--lifeguard-report", dest="lifeguard_report", metavar="DIR", help=REPORT_HELP)
+    parser.addini("lifeguard", GUARD_HELP, type="bool", default=False)
+    parser.addini("lifeguard_mode", MODE_HELP)
     parser.addini("lifeguard_timeout", TIMEOUT_HELP)
     parser.addini("lifeguard_repeat", REPEAT_HELP)
     parser.addini("lifeguard_report", REPORT_HELP)
@@ -46,7 +58,65 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
-    config.stash[SETTINGS_KEY] = read_settings(config)
+    settings = config.stash[SETTINGS_KEY] = read_settings(config)
+    if settings.guard_all:
+        from lifeguard.child.forked_test import snapshot_harness_modules
+
+        snapshot_harness_modules()  # before collection: what is loaded now is pytest's, not the tests'
+
+
+def record_of(config: pytest.Config) -> SessionRecord:
+    """The session's lifeguard record, made when the first guarded or marked test runs."""
+    record = config.stash.get(RECORD_KEY, None)
+    if record is None:
+        from lifeguard.pytest_plugin.runner import interpreter
+        from lifeguard.pytest_plugin.session_report import SessionRecord
+
+        settings = config.stash[SETTINGS_KEY]
+        factory = getattr(config, "_tmp_path_factory", None)  # pytest's tmp_path_factory (private attribute)
+        if factory is not None:  # pytest rotates this tree: the last few sessions' evidence stays findable
+            runs_root = factory.getbasetemp() / "lifeguard"
+        else:  # -p no:tmpdir
+            import tempfile
+            from pathlib import Path
+
+            runs_root = Path(tempfile.mkdtemp(prefix="lifeguard-pytest-"))
+        record = config.stash[RECORD_KEY] = SessionRecord(interpreter(), settings.report_dir, runs_root)
+    return record
+
+
+def _opted_out(item: pytest.Item) -> bool:
+    from lifeguard.pytest_plugin.marker import opts_out
+
+    marker = item.get_closest_marker("lifeguard")
+    return marker is not None and opts_out(marker.args, marker.kwargs)
+
+
+def _guarded(item: pytest.Item) -> bool:
+    """Does lifeguard run this test's body (marked, or under --lifeguard and not opted out)?"""
+    marker = item.get_closest_marker("lifeguard")
+    if marker is not None:
+        return not _opted_out(item)
+    settings = item.config.stash.get(SETTINGS_KEY, None)
+    return settings is not None and settings.guard_all
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: object) -> bool | None:
+    """pytest-timeout asks before it arms its timer: a guarded test's timeout becomes its lifeguard deadline
+    (the smaller one wins) and no timer of pytest-timeout's runs in this process, so it can neither kill
+    the supervisor nor leave the child behind."""
+    if not _guarded(item):
+        return None
+    timeout = getattr(settings, "timeout", None)
+    if isinstance(timeout, (int, float)) and timeout > 0:
+        item.stash[PYTEST_TIMEOUT_KEY] = float(timeout)
+    return True
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_timeout_cancel_timer(item: pytest.Item) -> bool | None:
+    return True if _guarded(item) else None
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -54,12 +124,14 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if settings is None or settings == Settings():
         return None
     parts = []
+    if settings.guard_all:
+        parts.append(f"every test guarded (mode {settings.mode})")
     if settings.timeout is not None:
         parts.append(f"timeout {settings.timeout:g} s")
     if settings.repeat is not None:
         parts.append(f"repeat {settings.repeat}")
     if settings.report_dir is not None:
-        parts.append(f"reports in {settings.report_dir}")
+        parts.append(f"report in {settings.report_dir}")
     return "lifeguard: " + ", ".join(parts)
 
 
@@ -67,7 +139,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Check a marked test before its fixtures are set up: a bad marker is a setup error."""
     marker = item.get_closest_marker("lifeguard")
-    if marker is None:
+    if marker is None or _opted_out(item):
         return
     import inspect
 
@@ -99,13 +171,55 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     from lifeguard.pytest_plugin.runner import run_marked_test  # the engine: only for marked tests
 
     try:
-        run_marked_test(pyfuncitem, options, pyfuncitem.config.stash[SETTINGS_KEY])
+        run_marked_test(pyfuncitem, options, pyfuncitem.config.stash[SETTINGS_KEY], record_of(pyfuncitem.config),
+                        pytest_timeout=pyfuncitem.stash.get(PYTEST_TIMEOUT_KEY, None))
         return True
     except MarkerError as exc:
         problem = f"lifeguard: {exc}"
     except LifeguardError as exc:  # a fixture that does not build, a missing interpreter...
         problem = f"lifeguard: {exc}\n{exc.HELP_TEXT}".rstrip()
     pytest.fail(problem, pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """Under --lifeguard, an unmarked test's ``runtest()`` (pytest calls it next) runs in a supervised child:
+    the item's own method is swapped for the guard for the length of this call."""
+    settings = item.config.stash.get(SETTINGS_KEY, None)
+    if settings is None or not settings.guard_all or item.get_closest_marker("lifeguard") is not None:
+        return (yield)
+    from lifeguard.pytest_plugin.guard import run_guarded  # the engine: only for guarded tests
+
+    original = item.runtest
+    record = record_of(item.config)
+    timeout = item.stash.get(PYTEST_TIMEOUT_KEY, None)
+
+    def guarded() -> None:
+        problem = ""
+        try:
+            run_guarded(item, original, settings, record, pytest_timeout=timeout)
+            return
+        except LifeguardError as exc:  # a run lifeguard could not start: the test's error, with the fix
+            problem = f"lifeguard: {exc}\n{exc.HELP_TEXT}".rstrip()
+        pytest.fail(problem, pytrace=False)
+
+    item.runtest = guarded  # type: ignore[method-assign]
+    try:
+        return (yield)
+    finally:
+        del item.runtest  # the class's method again
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    record = session.config.stash.get(RECORD_KEY, None)
+    if record is not None:
+        record.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    record = terminalreporter.config.stash.get(RECORD_KEY, None)
+    if record is not None and record.report_dir is not None:
+        terminalreporter.write_line(f"lifeguard: report of {record.session.finished} run(s) in {record.report_dir}")
 
 
 @pytest.fixture
@@ -117,4 +231,4 @@ def lifeguard(request: pytest.FixtureRequest) -> LifeguardFixture:
     """
     from lifeguard.pytest_plugin.fixture import LifeguardFixture  # the engine: only for tests that use it
 
-    return LifeguardFixture(request.node, request.config.stash[SETTINGS_KEY])
+    return LifeguardFixture(request.node, request.config.stash[SETTINGS_KEY], record_of(request.config))

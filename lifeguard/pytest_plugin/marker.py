@@ -24,6 +24,20 @@ class MarkerOptions:
     repeat: dict[str, int]
     expect: dict[str, ExpectSpec]  # variant -> expectation
     fixture: str | None
+    # The marker named them itself: they win over the command line and the ini file (pytest-timeout's order).
+    timeout_given: bool = False
+    repeat_given: bool = False
+
+    def effective_timeout(self, session_timeout: float | None) -> float:
+        return self.timeout if self.timeout_given or session_timeout is None else session_timeout
+
+    def effective_repeat(self, session_repeat: int | None) -> dict[str, int]:
+        return self.repeat if self.repeat_given or session_repeat is None else {"*": session_repeat}
+
+
+def opts_out(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    """``@pytest.mark.lifeguard(False)``: the test runs in this process even under --lifeguard."""
+    return len(args) == 1 and args[0] is False and not kwargs
 
 
 
@@ -31,7 +45,8 @@ def parse_marker(args: Sequence[Any], kwargs: Mapping[str, Any], test: str,
                  python_version: tuple[int, int]) -> MarkerOptions:
     """Check every keyword of the marker; errors say "KEYWORD from marker on TEST: ..."."""
     if args:
-        raise MarkerError(f"marker on {test}: takes keywords only ({', '.join(MARKER_KEYWORDS)}), got {args!r}")
+        raise MarkerError(f"marker on {test}: takes keywords only ({', '.join(MARKER_KEYWORDS)}), or a lone False "
+                          f"(not guarded by --lifeguard), got {args!r}")
     unknown = sorted(set(kwargs) - set(MARKER_KEYWORDS))
     if unknown:
         raise MarkerError(f"marker on {test}: unknown keyword {unknown[0]!r} "
@@ -78,7 +93,8 @@ def parse_marker(args: Sequence[Any], kwargs: Mapping[str, Any], test: str,
             repeats = {"*": positive_count(repeat, source("repeat"))}
     except ValueError as exc:
         raise MarkerError(str(exc)) from None
-    return MarkerOptions(timeout=timeout, repeat=repeats, expect=by_variant, fixture=fixture)
+    return MarkerOptions(timeout=timeout, repeat=repeats, expect=by_variant, fixture=fixture,
+                         timeout_given="timeout" in kwargs, repeat_given="repeat" in kwargs)
 
 
 

@@ -11,12 +11,8 @@ xdist worker process, which runs threads of its own).
 from __future__ import annotations
 
 import base64
-import hashlib
 import pickle
 import pprint
-import re
-import shutil
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,7 +27,7 @@ from lifeguard.cli.session import SessionSetup, run_session
 from lifeguard.errors import MarkerError
 from lifeguard.interpreter import Interpreter, resolve
 from lifeguard.model.outcomes import Outcome, Verdict
-from lifeguard.model.result import Session
+from lifeguard.model.result import RunResult, SeriesSummary, Session
 from lifeguard.model.scenario import (
     DEFAULT_VARIANT,
     Scenario,
@@ -39,8 +35,10 @@ from lifeguard.model.scenario import (
 from lifeguard.plan.probes import parent_sys_path
 from lifeguard.plan.scheduler import PlanOptions
 from lifeguard.pytest_plugin.assertions import outcome_text
-from lifeguard.pytest_plugin.marker import MarkerOptions, label_of
+from lifeguard.pytest_plugin.marker import MarkerOptions
+from lifeguard.pytest_plugin.session_report import SessionRecord
 from lifeguard.pytest_plugin.settings import Settings
+from lifeguard.report.junit import series_properties
 from lifeguard.report.text import evidence_text, summary_line
 
 BODY_FUNCTION = "lifeguard_body"
@@ -63,11 +61,6 @@ def {function}(module=None):
 def interpreter() -> Interpreter:
     """This pytest's interpreter, as invoked (resolve keeps a virtualenv's ``bin/python``)."""
     return resolve(None)
-
-
-def _safe(text: str, limit: int = 60) -> str:
-    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', text)[:limit]}-{digest}"
 
 
 # --- body files ---------------------------------------------------------------------------------------------
@@ -115,45 +108,26 @@ def prebuild(fixture: str, variants: Sequence[str], near: Path) -> None:
 
 @dataclass(frozen=True)
 class CallFolders:
-    """The folders of one engine run: its generated body, its runs, its report (under --lifeguard-report)."""
+    """The folders of one engine run: its generated body and its runs."""
 
     body: Path
-    runs: Path | None  # None: the engine's own temporary folder
-    report: Path | None
+    runs: Path
 
 
 @dataclass(frozen=True)
 class Workspace:
-    """Where one test keeps the files of its engine runs."""
+    """Where one test keeps the files of its engine runs: its folder of the session's record."""
 
-    root: Path | None  # None: temporary folders
-    report: bool  # write results.jsonl, report.json and junit.xml there too
+    root: Path
 
     @contextmanager
     def call(self, name: str) -> Iterator[CallFolders]:
-        if self.root is not None:
-            target = self.root / name if name else self.root
-            yield CallFolders(body=target / "body", runs=target / "runs", report=target if self.report else None)
-            return
-        scratch = Path(tempfile.mkdtemp(prefix="lifeguard-body-"))
-        try:
-            yield CallFolders(body=scratch, runs=None, report=None)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        target = self.root / name if name else self.root
+        yield CallFolders(body=target / "body", runs=target / "runs")
 
 
-def workspace(item: pytest.Item, settings: Settings) -> Workspace:
-    """DIR/<test> under --lifeguard-report, else a folder in pytest's own temporary tree.
-
-    pytest rotates that tree (the last few sessions are kept), so the evidence
-    of failed runs stays findable without filling the temporary folder.
-    """
-    if settings.report_dir is not None:
-        return Workspace(settings.report_dir / _safe(item.nodeid), report=True)
-    factory = getattr(item.config, "_tmp_path_factory", None)  # pytest's tmp_path_factory (private attribute)
-    if factory is None:  # -p no:tmpdir
-        return Workspace(None, report=False)
-    return Workspace(factory.getbasetemp() / "lifeguard" / _safe(item.nodeid), report=False)
+def workspace(item: pytest.Item, record: SessionRecord) -> Workspace:
+    return Workspace(record.folder_of(item.nodeid))
 
 
 def run_engine(scenarios: list[Scenario], folders: CallFolders, options: PlanOptions | None = None) -> Session:
@@ -161,15 +135,15 @@ def run_engine(scenarios: list[Scenario], folders: CallFolders, options: PlanOpt
     pytest reports). By default "fresh": a whole process lifetime of a new interpreter, never a
     fork-server child."""
     # Every run is kept: the fixture's calls return them all, and a body's pytest.skip() is read from its events.
-    setup = SessionSetup(interpreter(), terminal=False, report_dir=folders.report, runs_dir=folders.runs,
-                         keep_all_runs=True)
+    setup = SessionSetup(interpreter(), terminal=False, runs_dir=folders.runs, keep_all_runs=True)
     session = run_session(scenarios, options or PlanOptions(mode="fresh"), setup)
     if session.interrupted:
         raise KeyboardInterrupt
     return session
 
 
-def run_marked_test(item: pytest.Function, options: MarkerOptions, settings: Settings) -> None:
+def run_marked_test(item: pytest.Function, options: MarkerOptions, settings: Settings, record: SessionRecord,
+                    *, pytest_timeout: float | None = None) -> None:
     """Run the test's body in fresh interpreters; fail the test when a verdict is unexpected."""
     if getattr(item, "cls", None) is not None:
         qualname = f"{item.cls.__qualname__}.{item.originalname}"
@@ -184,20 +158,24 @@ def run_marked_test(item: pytest.Function, options: MarkerOptions, settings: Set
         check_sendable(name, value, item.nodeid)
     if options.fixture:
         prebuild(options.fixture, tuple(options.expect), item.path.parent)
-    label = label_of(item)
-    with workspace(item, settings).call("") as folders:
+    timeout = options.effective_timeout(settings.timeout)
+    if pytest_timeout is not None:
+        timeout = min(timeout, pytest_timeout)
+    record.open()
+    with workspace(item, record).call("") as folders:
         body = write_body(folders.body, item.nodeid, target, (), arguments)
         scenario = Scenario(
-            name=label, function=BODY_FUNCTION, path=str(body), line=_line_of(item), fixture=options.fixture,
-            expect=options.expect, timeout=settings.timeout or options.timeout,
-            repeat={"*": settings.repeat} if settings.repeat else options.repeat,
+            name=item.nodeid, function=BODY_FUNCTION, path=str(body), line=_line_of(item), fixture=options.fixture,
+            expect=options.expect, timeout=timeout,
+            repeat=options.effective_repeat(settings.repeat),
             description=item.nodeid, kind="function", replay="", fixture_near=str(item.path.parent),
         )
         session = run_engine([scenario], folders)
-    record(item, session, folders.report)
-    if not session.all_expected:
-        pytest.fail(failure_text(session), pytrace=False)
-    _pytest_outcome(session)
+    summaries = record.add(scenario, session.results)
+    user_properties(item, summaries, record.report_dir)
+    if session.interrupted or any(s.verdict is Verdict.UNEXPECTED for s in summaries):
+        pytest.fail(failure_text(summaries), pytrace=False)
+    pytest_outcome_of(session.results)
 
 
 def _line_of(item: pytest.Item) -> int:
@@ -205,53 +183,54 @@ def _line_of(item: pytest.Item) -> int:
     return (location[1] or 0) + 1
 
 
-def record(item: pytest.Item, session: Session, report: Path | None) -> None:
-    """Properties (JUnit ``<property>``) and a report section with every series' verdict."""
-    results = session.results
-    counts: dict[str, int] = {}
-    for result in results:
-        counts[outcome_text(result)] = counts.get(outcome_text(result), 0) + 1
-    first_bad = next((r for r in results if r.outcome is not Outcome.PASSED), None)
-    properties: list[tuple[str, object]] = [
-        ("lifeguard.runs", len(results)),
-        ("lifeguard.outcomes", ", ".join(f"{n} {o}" for o, n in counts.items())),
-        ("lifeguard.verdict", "expected" if session.all_expected else "unexpected"),
-    ]
-    if first_bad is not None:
-        properties += [("lifeguard.outcome", first_bad.outcome.value),
-                       ("lifeguard.phase", first_bad.phase.value if first_bad.phase else ""),
-                       ("lifeguard.signal", first_bad.signal_name or "")]
-        kinds = sorted({f.kind for r in results for f in r.findings})
-        if kinds:
-            properties.append(("lifeguard.findings", ", ".join(kinds)))
+def user_properties(item: pytest.Item, summaries: list[SeriesSummary], report: Path | None) -> None:
+    """JUnit ``<property>`` elements named as in lifeguard's own junit.xml, and a report section with every
+    series' verdict."""
+    for summary in summaries:
+        item.user_properties.extend(series_properties(summary, prefix=len(summaries) > 1))
     if report is not None:
-        properties.append(("lifeguard.report", str(report)))
-    item.user_properties.extend(properties)
-    lines = [summary_line(s) for s in session.summaries]
-    if report is not None:
-        lines.append(f"report: {report}")
+        item.user_properties.append(("report", str(report)))
+    lines = [summary_line(s) for s in summaries]
     item.add_report_section("call", REPORT_SECTION, "\n".join(lines))
-    if first_bad is not None and first_bad.stdout_tail.strip():
-        item.add_report_section("call", "lifeguard child stdout", first_bad.stdout_tail)
 
 
-def failure_text(session: Session) -> str:
-    """What pytest shows (and JUnit keeps) for a marked test that failed: verdicts, then evidence."""
+def failure_text(summaries: list[SeriesSummary]) -> str:
+    """What pytest shows (and JUnit keeps as the message) for a guarded test that failed: the outcome and the
+    first finding's summary on the first line, then pytest's own report of a forked body's failure, then
+    the evidence."""
     parts = []
-    for summary in session.summaries:
+    for summary in summaries:
         if summary.verdict is Verdict.EXPECTED:
             continue
-        counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
-        parts.append(f"lifeguard: {summary.scenario}[{summary.variant}] expected {summary.expected}, "
-                     f"got {counts} in {summary.runs} run(s)")
-        if summary.first_unexpected is not None:
-            parts.append(evidence_text(summary.first_unexpected))
+        run = summary.first_unexpected
+        if run is None:
+            parts.append(f"lifeguard: {summary.scenario}[{summary.variant}] expected {summary.expected}, "
+                         "got no runs")
+            continue
+        first = f"lifeguard: {outcome_text(run)}"
+        if run.signal_name:
+            first += f" ({run.signal_name})"
+        if len(summaries) > 1:
+            first += f" in variant {summary.variant}"
+        if run.findings:
+            first += f": [{run.findings[0].kind}] {run.findings[0].summary}"
+        elif run.reason:
+            first += f": {run.reason.splitlines()[0]}"
+        counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items())
+        first += f"  (expected {summary.expected}, got {counts} in {summary.runs} run(s))"
+        parts.append(first)
+        failure = Path(run.run_dir) / protocol.PYTEST_FAILURE_FILE
+        pytest_text = failure.read_text(errors="replace") if failure.is_file() else ""
+        if pytest_text:
+            parts.append(pytest_text.rstrip())
+        if run.outcome is not Outcome.FAILED or run.findings or not pytest_text:
+            parts.append(evidence_text(run))
     return "\n".join(parts)
 
 
-def _pytest_outcome(session: Session) -> None:
+def pytest_outcome_of(results: Sequence[RunResult]) -> None:
     """A body that called pytest.skip() or pytest.xfail() gives the test that outcome."""
-    for result in session.results:
+    for result in results:
         for event in result.events:
             if event.name == protocol.PYTEST_OUTCOME:
                 reason = str(event.get("reason", ""))
@@ -260,5 +239,3 @@ def _pytest_outcome(session: Session) -> None:
                 skipped = pytest.skip.Exception(reason)
                 skipped._use_item_location = True  # report the test's line, not this one
                 raise skipped
-
-

@@ -1,4 +1,5 @@
-"""The plugin's settings: command line over ini file, each value checked once and named by its source."""
+"""The plugin's settings: command line over ini file (a marker wins over both), each value checked once and named
+by its source."""
 
 from __future__ import annotations
 
@@ -10,19 +11,27 @@ import pytest
 from lifeguard.model.validate import positive_count, positive_seconds
 
 # One help text per setting, shared by the command-line option and its ini twin.
-TIMEOUT_HELP = ("deadline in seconds of every supervised run of a lifeguard test or fixture call; "
-                "overrides the marker's timeout=")
+GUARD_HELP = ("run every collected test's body in a supervised child forked from this process after its "
+              "fixtures are set up: a crash, a hang or a failure at the child's exit (atexit, finalization, "
+              "C++ static destructors) fails the test with lifeguard's evidence; "
+              "@pytest.mark.lifeguard(False) opts a test out")
 
+MODE_HELP = ("how --lifeguard starts a test's child: 'fork' (forked from this process after the fixtures), "
+             "'fresh' (a new interpreter: arguments must be plain data), or 'auto' (the default: fork, unless "
+             "this process runs threads of its own at the test, which a fork would not copy, and the test's "
+             "arguments can be sent to a new interpreter); marked tests always run fresh")
 
+TIMEOUT_HELP = ("deadline in seconds of the body of every supervised run (a lifeguard test, a --lifeguard test, "
+                "a fixture call); a marker's timeout= wins over it, and it over the ini file")
 
-REPEAT_HELP = ("runs of every lifeguard test's body (and fixture call) in fresh interpreters; "
-               "overrides the marker's repeat=")
+REPEAT_HELP = ("runs of every lifeguard test's body (and fixture call); a marker's repeat= wins over it, and "
+               "it over the ini file")
 
+REPORT_HELP = ("write one lifeguard report of the whole session into DIR: results.jsonl, report.json, "
+               "junit.xml, report.html, index.txt, and the evidence of every failed run in "
+               "DIR/runs/<test path>/")
 
-
-REPORT_HELP = ("keep each lifeguard test's results.jsonl, report.json, junit.xml and the evidence "
-               "of every failed run in DIR/<test id>/")
-
+MODES = ("auto", "fork", "fresh")
 
 
 MARKER_HELP = (
@@ -30,9 +39,9 @@ MARKER_HELP = (
     "fresh supervised interpreters, each for a whole process lifetime; the test passes when every run ends "
     "as expected: an outcome (passed, failed, crashed, hung, corrupted) with an optional phase (import, run, "
     "exit, fork-child), e.g. 'crashed@exit', or a dict per variant. fixture= builds fixtures_native/<name>/ "
-    "found from the test file (variant= 'buggy', 'fixed' or both); the body imports it by name."
+    "found from the test file (variant= 'buggy', 'fixed' or both); the body imports it by name. "
+    "lifeguard(False): this test is not guarded by --lifeguard."
 )
-
 
 
 @dataclass(frozen=True)
@@ -42,11 +51,11 @@ class Settings:
     timeout: float | None = None
     repeat: int | None = None
     report_dir: Path | None = None
-
+    guard_all: bool = False  # --lifeguard: every test, not only marked ones
+    mode: str = "auto"
 
 
 SETTINGS_KEY: pytest.StashKey[Settings] = pytest.StashKey()
-
 
 
 def _raw_setting(config: pytest.Config, name: str) -> tuple[str | None, str, Path]:
@@ -64,7 +73,6 @@ def _raw_setting(config: pytest.Config, name: str) -> tuple[str | None, str, Pat
     return None, "", config.invocation_params.dir
 
 
-
 def read_settings(config: pytest.Config) -> Settings:
     """The settings, checked; a bad value is a usage error naming its source."""
     try:
@@ -80,6 +88,10 @@ def read_settings(config: pytest.Config) -> Settings:
             folder = (base / report).resolve()
             if folder.exists() and not folder.is_dir():
                 raise ValueError(f"{source}: {report!r} exists and is not a folder")
+        guard_all = bool(config.getoption("lifeguard_all") or config.getini("lifeguard"))
+        mode, source, _ = _raw_setting(config, "mode")
+        if mode is not None and mode not in MODES:
+            raise ValueError(f"{source}: {mode!r} is not one of {', '.join(MODES)}")
     except ValueError as exc:
         raise pytest.UsageError(f"lifeguard: {exc}") from None
-    return Settings(timeout=seconds, repeat=runs, report_dir=folder)
+    return Settings(timeout=seconds, repeat=runs, report_dir=folder, guard_all=guard_all, mode=mode or "auto")

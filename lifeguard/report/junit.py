@@ -26,10 +26,7 @@ def junit_xml(session: Session) -> str:
         case = ET.SubElement(suite, "testcase", classname=f"lifeguard.{summary.scenario}",
                              name=f"{summary.scenario}[{summary.variant}]", time=f"{summary.duration:.3f}")
         props = ET.SubElement(case, "properties")
-        stats = summary.stats.to_dict() if summary.stats else {}
-        for key, value in (("expected", summary.expected), ("runs", str(summary.runs)),
-                           *((f"count.{o}", str(n)) for o, n in summary.counts.items()),
-                           *((f"stats.{k}", str(v)) for k, v in stats.items() if v is not None)):
+        for key, value in series_properties(summary):
             ET.SubElement(props, "property", name=key, value=value)
         own_error = _own_error(session, summary)
         if summary in not_run:
@@ -56,6 +53,24 @@ def junit_xml(session: Session) -> str:
     _escape_tree(suite)
     ET.indent(suite)
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def series_properties(summary: SeriesSummary, *, prefix: bool = False) -> list[tuple[str, str]]:
+    """A series' JUnit properties, the same names in lifeguard's junit.xml and in pytest's (the plugin):
+    expected, verdict, runs, count.OUTCOME, stats.NAME, and outcome / phase / signal / findings of the first run that
+    did not pass. ``prefix``: each name starts with the variant (a test with several)."""
+    stats = summary.stats.to_dict() if summary.stats else {}
+    pairs = [("expected", summary.expected), ("verdict", summary.verdict.value), ("runs", str(summary.runs)),
+             *((f"count.{o}", str(n)) for o, n in summary.counts.items()),
+             *((f"stats.{k}", str(v)) for k, v in stats.items() if v is not None)]
+    shown = summary.first_unexpected or summary.first_failure
+    if shown is not None and shown.outcome is not Outcome.PASSED:
+        pairs += [("outcome", shown.outcome.value), ("phase", shown.phase.value if shown.phase else ""),
+                  ("signal", shown.signal_name or "")]
+        kinds = ", ".join(dict.fromkeys(f.kind for f in shown.findings))
+        if kinds:
+            pairs.append(("findings", kinds))
+    return [(f"{summary.variant}.{k}" if prefix else k, v) for k, v in pairs]
 
 
 def _own_error(session: Session, summary: SeriesSummary) -> RunResult | None:

@@ -40,6 +40,7 @@ class Containment:
         if self.prefer not in CHOICES:
             self.prefer = "auto"
         become_subreaper()  # orphans come to us (to be reaped), with cgroups or without
+        self.owner_pid = os.getpid()
         self._lock = threading.Lock()
         self._count = 0
         self.session: cgroups.CgroupFolder | None = None
@@ -82,6 +83,8 @@ class Containment:
             return info.pid not in self.spawned and self.live == {run}
 
     def close(self) -> None:
+        if os.getpid() != self.owner_pid:  # a run forked from this process (pytest --lifeguard) at its exit
+            return
         if self.session is not None:
             self.session.kill()
             self.session.remove()

@@ -34,7 +34,7 @@ def test_the_bug_fails_its_test_with_the_native_frame_and_the_fix_passes(plugin_
     assert f"{SAME_TEST}[buggy][buggy]#0: crashed@exit" in out
 
     failure = junit_cases(plugin_env.path / "junit.xml")[f"{SAME_TEST}[buggy]"]
-    assert properties(failure)["lifeguard.phase"] == "exit"
+    assert properties(failure)["phase"] == "exit"
     failure_text = failure.find("failure").text or ""  # type: ignore[union-attr]
     if gdb_available() and core_setup().usable:
         # The library destructor that released the callbacks, named with its source line.

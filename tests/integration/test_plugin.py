@@ -126,15 +126,18 @@ def test_marked_tests_run_in_fresh_interpreters(plugin_env: pytest.Pytester, pac
     cases = junit_cases(plugin_env.path / "junit.xml")
 
     crash = cases["test_crash_at_exit"]
-    assert properties(crash)["lifeguard.outcome"] == "crashed"
-    assert properties(crash)["lifeguard.phase"] == "exit"
-    assert properties(crash)["lifeguard.signal"] == "SIGSEGV"
-    assert "test_crash_at_exit[default] expected passed, got 1 crashed" in out
-    assert "crashed@exit (SIGSEGV)" in crash.find("failure").text  # type: ignore[union-attr]
+    assert properties(crash)["outcome"] == "crashed"
+    assert properties(crash)["phase"] == "exit"
+    assert properties(crash)["signal"] == "SIGSEGV"
+    assert "lifeguard: crashed@exit (SIGSEGV): [crash]" in out  # the outcome and the first finding, first
+    assert "(expected passed, got 1 crashed in 1 run(s))" in out
+    failure = crash.find("failure")
+    assert failure is not None and failure.get("message", "").startswith("Failed: lifeguard: crashed@exit (SIGSEGV)")
 
-    assert properties(cases["test_crash_at_exit_expected"])["lifeguard.verdict"] == "expected"
-    assert properties(cases["test_repeat"])["lifeguard.runs"] == "3"
-    assert properties(cases["test_timeout"])["lifeguard.outcomes"] == "1 hung@run"
+    assert properties(cases["test_crash_at_exit_expected"])["verdict"] == "expected"
+    assert properties(cases["test_repeat"])["runs"] == "3"
+    assert properties(cases["test_timeout"])["count.hung"] == "1"
+    assert properties(cases["test_timeout"])["phase"] == "run"
     assert "AssertionError: assert [1, 2] == [1, 2, 3]" in out  # rewritten in the child, as pytest would
     basetemp = plugin_env.path.parent / "basetemp"  # where pytester puts the inner session's tmp_path
     assert len(list(basetemp.rglob("written-by-child-*.txt"))) == 2
@@ -240,17 +243,28 @@ import pytest
 
 
 @pytest.mark.lifeguard(repeat=1)
-def test_counted():
+def test_marker_repeat():
+    pass
+
+
+@pytest.mark.lifeguard
+def test_session_repeat():
     pass
 
 
 @pytest.mark.lifeguard(timeout=60)
-def test_sleeps():
+def test_marker_timeout():
+    time.sleep({SLEEP})
+
+
+@pytest.mark.lifeguard
+def test_session_timeout():
     time.sleep({SLEEP})
 """
 
 
-def test_command_line_beats_ini_beats_marker(plugin_env: pytest.Pytester, pace: Pace) -> None:
+def test_marker_beats_command_line_beats_ini(plugin_env: pytest.Pytester, pace: Pace) -> None:
+    """pytest-timeout's order: what a test's marker says wins, then the command line, then the ini file."""
     plugin_env.makepyfile(test_precedence=COUNTED)
     plugin_env.makeini(f"[pytest]\nlifeguard_repeat = 2\nlifeguard_timeout = {INI_DEADLINE}\n")
     # A deadline every run here fits in, start-up and sleep included.
@@ -258,18 +272,21 @@ def test_command_line_beats_ini_beats_marker(plugin_env: pytest.Pytester, pace: 
 
     def run(*args: str) -> dict[str, str]:
         plugin_env.runpytest("--junitxml=junit.xml", *args)
-        return {name: properties(case).get("lifeguard.runs", "") + " " + properties(case).get("lifeguard.outcome", "")
+        return {name: properties(case).get("runs", "") + " " + properties(case).get("outcome", "")
                 for name, case in junit_cases(plugin_env.path / "junit.xml").items()}
 
-    # ini over marker: two runs instead of one. test_counted's runs take their deadline from the command
-    # line: under the ini's 0.2 s they raced their own start-up (a child importing pytest's assertion
-    # rewriter takes about that long), which is why this test used to fail now and then.
-    assert run("-k", "test_counted", "--lifeguard-timeout", roomy) == {"test_counted": "2 "}
-    # ini over marker: a 0.2 s deadline instead of 60 s.
-    assert run("-k", "test_sleeps", "--lifeguard-repeat", "1") == {"test_sleeps": "1 hung"}
-    # command line over ini: three runs; a deadline the sleep fits in.
-    assert run("-k", "test_counted", "--lifeguard-repeat", "3", "--lifeguard-timeout", roomy) == {"test_counted": "3 "}
-    assert run("-k", "test_sleeps", "--lifeguard-repeat", "1", "--lifeguard-timeout", roomy) == {"test_sleeps": "1 "}
+    # The marker's repeat=1 over the ini's 2; the ini's 2 where the marker says nothing.
+    assert run("-k", "repeat", "--lifeguard-timeout", roomy) == {"test_marker_repeat": "1 ",
+                                                                 "test_session_repeat": "2 "}
+    # The marker's repeat=1 over the command line's 3; the command line's 3 over the ini's 2.
+    assert run("-k", "repeat", "--lifeguard-repeat", "3", "--lifeguard-timeout", roomy) == {
+        "test_marker_repeat": "1 ", "test_session_repeat": "3 "}
+    # The marker's 60 s over the ini's 0.2 s; the ini's 0.2 s where the marker says nothing.
+    assert run("-k", "timeout", "--lifeguard-repeat", "1") == {"test_marker_timeout": "1 ",
+                                                               "test_session_timeout": "1 hung"}
+    # The command line's roomy deadline over the ini's 0.2 s.
+    assert run("-k", "timeout", "--lifeguard-repeat", "1", "--lifeguard-timeout", roomy) == {
+        "test_marker_timeout": "1 ", "test_session_timeout": "1 "}
 
 
 REPORTED = f"""
@@ -286,24 +303,28 @@ def test_crashes():
 {CRASH_AT_EXIT}"""
 
 
-def _report_folders(base: Path) -> dict[str, dict]:
-    return {json.loads((f / "report.json").read_text())["summaries"][0]["scenario"]: json.loads(
-        (f / "report.json").read_text()) for f in base.iterdir() if (f / "report.json").exists()}
-
-
-def test_report_folder_keeps_each_tests_report_and_failed_evidence(plugin_env: pytest.Pytester) -> None:
+def test_report_folder_holds_one_report_of_the_session(plugin_env: pytest.Pytester) -> None:
     plugin_env.makepyfile(test_reported=REPORTED)
     result = plugin_env.runpytest("--lifeguard-report", "out", "--junitxml=junit.xml")
     result.assert_outcomes(passed=1, failed=1)
-    reports = _report_folders(plugin_env.path / "out")
-    assert set(reports) == {"test_passes", "test_crashes"}
-    crashed = reports["test_crashes"]["runs"][0]
-    assert crashed["outcome"] == "crashed" and crashed["phase"] == "exit"
-    assert (Path(crashed["run_dir"]) / "stderr.txt").exists()
-    assert not Path(reports["test_passes"]["runs"][0]["run_dir"]).exists()  # passed runs keep nothing
-    report_property = properties(junit_cases(plugin_env.path / "junit.xml")["test_crashes"])["lifeguard.report"]
-    assert Path(report_property).parent == plugin_env.path / "out"
-    assert "lifeguard: reports in" in result.stdout.str()
+    out = plugin_env.path / "out"
+    report = json.loads((out / "report.json").read_text())
+    assert {s["scenario"] for s in report["summaries"]} == {"test_reported.py::test_passes",
+                                                           "test_reported.py::test_crashes"}
+    assert len((out / "results.jsonl").read_text().splitlines()) == 2  # one line a run, both tests
+    crashed = next(r for r in report["runs"] if r["outcome"] == "crashed")
+    assert crashed["phase"] == "exit"
+    run_dir = Path(crashed["run_dir"])
+    assert (run_dir / "stderr.txt").exists()
+    assert run_dir.is_relative_to(out / "runs" / "test_reported.py" / "test_crashes")  # a readable folder
+    passed = next(r for r in report["runs"] if r["outcome"] == "passed")
+    assert not Path(passed["run_dir"]).exists()  # passed runs keep nothing
+    assert (out / "junit.xml").exists() and (out / "report.html").exists()
+    index = (out / "index.txt").read_text()
+    assert "FAIL test_reported.py::test_crashes" in index and "runs/test_reported.py/test_crashes" in index
+    assert "ok   test_reported.py::test_passes" in index
+    assert Path(properties(junit_cases(plugin_env.path / "junit.xml")["test_crashes"])["report"]) == out
+    assert f"lifeguard: report of 2 run(s) in {out}" in result.stdout.str()
 
 
 def test_ini_report_folder_is_relative_to_the_ini_file(plugin_env: pytest.Pytester,
@@ -314,7 +335,8 @@ def test_ini_report_folder_is_relative_to_the_ini_file(plugin_env: pytest.Pytest
     monkeypatch.chdir(elsewhere)
     result = plugin_env.runpytest("-c", str(plugin_env.path / "tox.ini"), str(plugin_env.path), "-k", "passes")
     result.assert_outcomes(passed=1)
-    assert set(_report_folders(plugin_env.path / "reports")) == {"test_passes"}
+    report = json.loads((plugin_env.path / "reports" / "report.json").read_text())
+    assert [s["scenario"] for s in report["summaries"]] == ["test_reported.py::test_passes"]
     assert not (elsewhere / "reports").exists()
 
 
@@ -331,8 +353,8 @@ def test_xdist_carries_evidence_to_the_controller_and_junit(plugin_env: pytest.P
     failure = cases["test_crashes"].find("failure")
     assert failure is not None and "crashed@exit (SIGSEGV)" in (failure.text or "")
     assert "--- stacks, culprit first" in (failure.text or "") or "note:" in (failure.text or "")
-    assert properties(cases["test_crashes"])["lifeguard.outcome"] == "crashed"
-    assert properties(cases["test_passes"])["lifeguard.verdict"] == "expected"
+    assert properties(cases["test_crashes"])["outcome"] == "crashed"
+    assert properties(cases["test_passes"])["verdict"] == "expected"
 
 
 UNMARKED = """
@@ -520,8 +542,10 @@ def test_fixture_keyword_builds_each_variant_near_the_test(plugin_env: pytest.Py
     result = plugin_env.runpytest("--junitxml=junit.xml")
     result.assert_outcomes(passed=5, failed=1)
     cases = junit_cases(plugin_env.path / "junit.xml")
-    assert properties(cases["test_both_variants"])["lifeguard.runs"] == "2"
-    assert properties(cases["test_repeat_per_variant"])["lifeguard.runs"] == "2"
+    both = properties(cases["test_both_variants"])
+    assert (both["buggy.runs"], both["fixed.runs"]) == ("1", "1")
+    per_variant = properties(cases["test_repeat_per_variant"])
+    assert sum(int(value) for key, value in per_variant.items() if key.endswith(".runs")) == 2
     out = result.stdout.str()
-    assert "test_buggy_variant_fails[buggy] expected passed, got 1 failed" in out
+    assert "lifeguard: failed@run in variant buggy: AssertionError: the buggy build" in out
     assert "AssertionError: the buggy build" in out

@@ -1,0 +1,129 @@
+"""The child half of a test forked from the pytest process (``pytest --lifeguard``, fork mode).
+
+Runs only in the forked child, never in the supervisor: ``lifeguard.run.fork_here`` forks the pytest (or
+pytest-xdist worker) process after the test's fixtures are set up, and the child comes here. It becomes the
+run's process (its cgroup first, its own session, output to the run's relays, the result channel, the dump
+signal), calls the test body, then ends through the interpreter's own exit, never ``os._exit``: ``Py_Exit``
+runs the program's non-daemon thread joins, the atexit callbacks, ``Py_FinalizeEx`` (module finalization,
+the last garbage collection) and then C ``exit()``, which runs the C++ static destructors. That is where the
+lifetime bugs this tool exists for happen (a static destructor releasing a Python object after
+``Py_Finalize``: the onnxruntime incident).
+
+Finalizing a copy of the whole pytest process would cost ~50-100 ms a test, nearly all of it copy-on-write
+faults while pytest's own objects are freed. So the supervisor freezes its heap for the garbage collector
+before the fork (``gc.freeze``), and the child takes the modules that were loaded before the test session
+began (pytest, its plugins, lifeguard: ``harness_modules``) out of ``sys.modules``: finalization then finalizes
+what the tests imported (the test modules, the extensions under test, what they loaded) as a process running
+them would, and leaves the harness's objects alone.
+
+Standard library and ``lifeguard.child`` only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from lifeguard.child import bootstrap, cores, emit, protocol
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any, NoReturn
+
+# Exit code of a child that could not become the run's process (its cgroup refused it): never a test's.
+SETUP_FAILED = 70
+# Modules every interpreter needs to finalize itself; never taken out of sys.modules.
+ALWAYS_KEPT = frozenset({"sys", "builtins", "__main__", "_thread", "threading", "atexit", "_io", "io", "abc",
+                         "_abc", "codecs", "_codecs", "encodings", "_signal", "signal", "faulthandler", "gc",
+                         "_weakref", "weakref", "_warnings", "warnings", "posix", "os", "time", "ctypes",
+                         "_ctypes", "marshal", "zipimport", "_frozen_importlib", "_frozen_importlib_external",
+                         "_imp"})
+
+_harness: list[frozenset[str]] = []
+
+
+def snapshot_harness_modules() -> None:
+    """Called in the pytest process before collection: the modules loaded now belong to the harness."""
+    if not _harness:
+        _harness.append(frozenset(sys.modules))
+
+
+def harness_modules() -> frozenset[str]:
+    return _harness[0] if _harness else frozenset()
+
+
+def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: dict[str, Any],
+               body: Callable[[], int]) -> NoReturn:
+    """In the forked child: become the run, call ``body`` (its return value is the exit code), then exit as
+    a process does. Never returns into the pytest code that forked it, whatever happens."""
+    code = SETUP_FAILED
+    try:
+        events_fd, out_fd, err_fd = fds
+        if join:  # before anything of the test's can fork: nothing may start outside the run's cgroup
+            try:
+                with open(join, "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError as exc:
+                os.write(err_fd, f"lifeguard: the run could not join its cgroup {join}: {exc}\n".encode())
+                os._exit(SETUP_FAILED)
+        os.setsid()  # a terminal's Ctrl-C reaches pytest, which kills the run's tree itself
+        _own_output(out_fd, err_fd)
+        os.environ.update(env)
+        os.environ[protocol.EVENTS_FD_ENV] = str(events_fd)
+        run_dir = str(spec["run_dir"])
+        bootstrap.install_evidence(run_dir, spec["dump_signal"], spec.get("seed") or 0,
+                                   list(spec.get("perturbations") or []))
+        import threading
+
+        emit(protocol.STARTED, python=list(sys.version_info[:3]), main_thread=threading.get_ident())
+        # The test works in pytest's folder: no core may land there until finalization moves it to the run's.
+        cores.at_finalization(run_dir, cores=bool(spec.get("cores")), body_end=False)
+        emit(protocol.BODY_START)
+        code = body()
+        emit(protocol.BODY_END, exit=str(code))
+        _drop_harness(harness_modules())
+    except BaseException:  # lifeguard's own code failed in the child: say so, and never return into pytest
+        try:
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(SETUP_FAILED)
+    _exit_as_a_process(code)
+
+
+def _own_output(out_fd: int, err_fd: int) -> None:
+    """Descriptors 1 and 2 become the run's relays; sys.stdout/stderr write to them (not to pytest's capture
+    objects, which are copies of the parent's and would write into its temporary files)."""
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    os.close(out_fd)
+    os.close(err_fd)
+    import faulthandler
+    import io
+
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True,
+                                  errors="backslashreplace")
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True,
+                                  errors="backslashreplace")
+    sys.stdin = open(os.devnull)  # noqa: SIM115  (the process's stdin, for its whole life)
+    faulthandler.enable(file=sys.stderr, all_threads=True)  # pytest's own handler writes to its terminal
+
+
+def _drop_harness(names: Iterable[str]) -> None:
+    """Take the harness's modules out of sys.modules, so finalization leaves them alone (see the module's
+    docstring); what the tests imported stays and is finalized."""
+    for name in list(sys.modules):
+        if name in names and name not in ALWAYS_KEPT and name.partition(".")[0] not in ALWAYS_KEPT:
+            del sys.modules[name]
+
+
+def _exit_as_a_process(code: int) -> NoReturn:
+    import ctypes
+
+    # Py_Exit: threading._shutdown, atexit, Py_FinalizeEx, then exit(code): C atexit and static destructors.
+    exit_process = ctypes.pythonapi.Py_Exit
+    exit_process.argtypes = [ctypes.c_int]
+    exit_process(int(code))
+    os._exit(code)  # not reached

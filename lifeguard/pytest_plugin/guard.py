@@ -1,0 +1,222 @@
+"""``pytest --lifeguard``: a test's body in a supervised child forked from this process.
+
+The pytest process (each pytest-xdist worker: one server a worker) is the warm fork-server: pytest, the
+conftests and the test module are imported, and the test's fixtures, whatever their scope, are set up here
+as pytest does it. At the call phase the process forks (lifeguard.run.fork_here): the child runs the item's
+own ``runtest()`` (so test functions, unittest cases and doctests alike, and async tests through their
+plugin) and then exits as a process does, while this process supervises it like any run and turns the
+verdict into the test's outcome. Teardown runs here afterwards.
+
+What differs from plain pytest, by construction: what the body changes in memory (a module global, an
+object a session fixture returned) is the child's, and is gone when the child ends; the next test sees the
+fixture as setup left it. Warnings and log records of the body are in the child's output, not in pytest's
+warnings summary or log report.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from lifeguard.child import emit, protocol
+from lifeguard.cli.session import capture_hang, explain_failure
+from lifeguard.model.outcomes import Outcome, Verdict
+from lifeguard.model.result import RunResult
+from lifeguard.model.run import RunKind, RunSpec, StartMode
+from lifeguard.model.scenario import DEFAULT_TIMEOUT, DEFAULT_VARIANT, Scenario
+from lifeguard.pytest_plugin.runner import failure_text, interpreter, pytest_outcome_of, user_properties
+from lifeguard.pytest_plugin.session_report import SessionRecord
+from lifeguard.pytest_plugin.settings import Settings
+from lifeguard.run.fork_here import run_in_fork
+from lifeguard.run.launch import DUMP_SIGNAL  # noqa: F401  (imported before any fork: the children need none)
+
+FAILURE_TEXT_LIMIT = 256 * 1024  # of pytest's own report of a body's failure
+SHOWN_OUTPUT_LIMIT = 1024 * 1024  # of a run's stdout / stderr handed to pytest's capture
+# Threads of the harness itself: they hold no lock a forked test could need.
+HARNESS_THREAD_PREFIXES = ("lifeguard-",)
+HARNESS_THREAD_TARGETS = ("execnet.",)  # pytest-xdist's channel to its controller
+
+
+def foreign_threads() -> list[str]:
+    """Threads of this process other than the main one and the harness's: a fork copies none of them, so
+    a forked test that needs one (or a lock one holds) would hang where plain pytest would not."""
+    names = []
+    main = threading.main_thread()
+    for thread in threading.enumerate():
+        if thread is main or thread.name.startswith(HARNESS_THREAD_PREFIXES):
+            continue
+        target = getattr(thread, "_target", None)
+        if target is not None and (getattr(target, "__module__", "") or "").startswith(HARNESS_THREAD_TARGETS):
+            continue
+        names.append(thread.name)
+    try:
+        native = len(os.listdir("/proc/self/task"))
+    except OSError:
+        native = 0
+    python = threading.active_count()
+    if native > python:  # threads started by native code (a thread pool of an extension)
+        names.append(f"{native - python} native thread(s)")
+    return names
+
+
+class RawEcho:
+    """LiveOutput for ``-s``: the child's bytes straight to this process's descriptors, as they come."""
+
+    def write(self, spec: RunSpec, stream: str, data: bytes) -> None:
+        fd = 1 if stream == "stdout" else 2
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:
+            pass
+
+    def close(self, spec: RunSpec) -> None:
+        pass
+
+
+def scenario_for(item: pytest.Item, timeout: float, repeat: int) -> Scenario:
+    """The test as a lifeguard scenario: its node id, one variant, expected to pass."""
+    nodeid = item.nodeid
+    path, line = str(item.path), (item.location[1] or 0) + 1
+    replay = f"{shlex.quote(sys.executable)} -m pytest {shlex.quote(nodeid)} --lifeguard"
+    return Scenario(name=nodeid, function=getattr(item, "originalname", item.name), path=path, line=line,
+                    fixture=None, expect={DEFAULT_VARIANT: "passed"}, timeout=timeout, repeat={"*": repeat},
+                    description=nodeid, kind="function", replay=replay)
+
+
+def _body(item: pytest.Item, run_dir: Path, runtest: Callable[[], object]) -> Callable[[], int]:
+    """What the child runs: the item's own runtest(); a failure is written as pytest reports it."""
+
+    def body() -> int:
+        try:
+            runtest()
+            return 0
+        except BaseException as exc:
+            if isinstance(exc, (pytest.skip.Exception, pytest.xfail.Exception)):
+                outcome = "xfailed" if isinstance(exc, pytest.xfail.Exception) else "skipped"
+                emit(protocol.PYTEST_OUTCOME, outcome=outcome, reason=str(getattr(exc, "msg", "") or exc))
+                return 0
+            emit(protocol.BODY_ERROR, error=f"{type(exc).__name__}: {exc}"[:1000])
+            try:
+                text = str(item.repr_failure(pytest.ExceptionInfo.from_exception(exc)))
+            except Exception:  # pytest could not format it: Python's own traceback
+                import traceback
+
+                text = "".join(traceback.format_exception(exc))
+            (run_dir / protocol.PYTEST_FAILURE_FILE).write_text(text[-FAILURE_TEXT_LIMIT:], errors="replace")
+            return 1
+
+    return body
+
+
+def run_forked(item: pytest.Item, runtest: Callable[[], object], record: SessionRecord, *, timeout: float,
+               repeat: int, note: str = "") -> None:
+    """Run the item's body ``repeat`` times, each in a child forked from here; fail, skip or pass the test
+    by the verdict."""
+    scenario = scenario_for(item, timeout, repeat)
+    record.open()
+    folder = record.folder_of(item.nodeid)
+    live = RawEcho() if item.config.getoption("capture", "fd") == "no" else None
+    results = []
+    for index in range(repeat):
+        run_dir = folder / f"run-{index + 1}"
+        spec = RunSpec(scenario=scenario.name, variant=DEFAULT_VARIANT, index=index, kind=RunKind.FUNCTION,
+                       path=scenario.path, function=scenario.function, code=None, interpreter=interpreter(),
+                       timeout=timeout, run_dir=run_dir, expected="passed", mode=StartMode.PYTEST_FORK,
+                       replay=scenario.replay or "")
+        result = explain_failure(spec, run_in_fork(spec, _body(item, run_dir, runtest),
+                                                   capture_hooks=(capture_hang,), live=live))
+        if note:
+            result = replace(result, notes=(*result.notes, note))
+        results.append(result)
+        if live is None:
+            _show_output(result)
+        if result.outcome is Outcome.PASSED:
+            import shutil
+
+            shutil.rmtree(run_dir, ignore_errors=True)
+    summaries = record.add(scenario, results)
+    user_properties(item, summaries, record.report_dir)
+    if any(summary.verdict is Verdict.UNEXPECTED for summary in summaries):
+        pytest.fail(failure_text(summaries), pytrace=False)
+    pytest_outcome_of(results)
+
+
+def _show_output(result: RunResult) -> None:
+    """The child's output into this process's streams, where pytest's capture shows it with the test."""
+    for text, stream in ((result.stdout_tail, sys.stdout), (result.stderr_tail, sys.stderr)):
+        if text:
+            stream.write(text[-SHOWN_OUTPUT_LIMIT:])
+            stream.flush()
+
+
+def can_run_fresh(item: pytest.Item) -> bool:
+    """A new interpreter can run the test: a plain test function whose arguments can be sent to it."""
+    import inspect
+
+    from lifeguard.errors import MarkerError
+    from lifeguard.pytest_plugin.runner import check_sendable
+
+    if not isinstance(item, pytest.Function) or not inspect.isfunction(getattr(item, "obj", None)):
+        return False
+    function = item.obj
+    if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function) or \
+            inspect.isgeneratorfunction(function):
+        return False
+    try:
+        for name in item._fixtureinfo.argnames:  # the names pytest passes (pytest keeps them privately)
+            check_sendable(name, item.funcargs[name], item.nodeid)
+    except MarkerError:
+        return False
+    return True
+
+
+def run_guarded(item: pytest.Item, runtest: Callable[[], object], settings: Settings, record: SessionRecord,
+                *, pytest_timeout: float | None) -> None:
+    """An unmarked test under --lifeguard, forked or in a new interpreter as ``--lifeguard-mode`` says."""
+    timeout = settings.timeout or DEFAULT_TIMEOUT
+    if pytest_timeout is not None:
+        timeout = min(timeout, pytest_timeout)
+    repeat = settings.repeat or 1
+    threads = foreign_threads() if settings.mode != "fresh" else []
+    fresh = settings.mode == "fresh" or (settings.mode == "auto" and bool(threads))
+    if fresh and can_run_fresh(item):
+        from lifeguard.pytest_plugin.marker import MarkerOptions
+        from lifeguard.pytest_plugin.runner import run_marked_test
+
+        options = MarkerOptions(timeout=timeout, repeat={"*": repeat}, expect={DEFAULT_VARIANT: "passed"},
+                                fixture=None, timeout_given=True, repeat_given=True)
+        assert isinstance(item, pytest.Function)
+        run_marked_test(item, options, settings, record)
+        return
+    note = ""
+    if fresh:
+        note = ("ran forked although --lifeguard-mode asked for a new interpreter: this test cannot run in one "
+                "(not a plain function, or arguments that cannot be sent)")
+    if threads:
+        note = (f"{note}; " if note else "") + (
+            f"forked while pytest's process ran other threads ({', '.join(threads[:5])}): the child has none "
+            "of them, so a hang on a lock one of them held would be the fork's, not the test's")
+    run_forked(item, _checked(item, runtest), record, timeout=timeout, repeat=repeat, note=note)
+
+
+def _checked(item: pytest.Item, runtest: Callable[[], object]) -> Callable[[], object]:
+    """A unittest case does not raise from runtest(): its failures are kept on the item (a private list of
+    pytest's unittest support, ``_excinfo``); the first one is raised, as pytest would report it."""
+
+    def run() -> object:
+        result = runtest()
+        kept = getattr(item, "_excinfo", None)
+        if kept:
+            raise kept[0].value
+        return result
+
+    return run

@@ -1,0 +1,123 @@
+"""One lifeguard session for a whole pytest session: every guarded test's runs, one report folder.
+
+Each guarded or marked test adds its scenario and its runs here as it ends; under ``--lifeguard-report DIR``
+they stream into DIR/results.jsonl at once and DIR/report.json, junit.xml, report.html and index.txt are
+written when pytest's session finishes. A test's failed runs keep their evidence under
+DIR/runs/<test path>/, a folder named after the test id (``tests/test_io.py/TestFile/test_read[big]``), so
+a reader finds a test's evidence without the report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from lifeguard.interpreter import Interpreter
+from lifeguard.model.outcomes import Outcome, Verdict
+from lifeguard.model.result import RunResult, SeriesSummary, Session
+from lifeguard.model.scenario import Scenario
+from lifeguard.model.tally import SeriesTally
+from lifeguard.report.sinks import sinks_for
+from lifeguard.run.engine import RUNS_KEPT, Sink
+
+INDEX_FILE = "index.txt"
+RUNS_FOLDER = "runs"
+PART_LIMIT = 80  # characters of one part of a test id kept in its folder's name
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.,=+\-\[\]]")
+
+
+def test_folder(nodeid: str) -> Path:
+    """``tests/test_io.py::TestFile::test_read[big]`` -> tests/test_io.py/TestFile/test_read[big]: the test
+    id's parts as folders; an odd character becomes ``_``, and a part cut short or changed gets a short hash,
+    so two tests never share a folder."""
+    path, _, rest = nodeid.partition("::")
+    parts = [p for p in path.split("/") if p not in ("", ".", "..")] + [p for p in rest.split("::") if p]
+    named = []
+    for part in parts:
+        safe = _UNSAFE.sub("_", part)[:PART_LIMIT]
+        if safe != part:
+            safe += "-" + hashlib.sha256(part.encode()).hexdigest()[:8]
+        named.append(safe)
+    return Path(*named) if named else Path("_")
+
+
+class SessionRecord:
+    """The pytest session's lifeguard session: its scenarios (one a test), their tallies, the report sinks."""
+
+    def __init__(self, interpreter: Interpreter, report_dir: Path | None, runs_root: Path) -> None:
+        """``runs_root``: where failed runs keep their evidence without a report folder (pytest's own
+        temporary tree, which pytest rotates)."""
+        self.session = Session(interpreter, [])
+        self.report_dir = report_dir
+        self.runs_root = runs_root if report_dir is None else report_dir / RUNS_FOLDER
+        self._sinks: list[Sink] | None = None
+        self._tallies: dict[tuple[str, str], SeriesTally] = {}
+        self._index: list[str] = []
+        self._began = time.monotonic()
+
+    def folder_of(self, nodeid: str) -> Path:
+        """Where a test's runs keep their evidence."""
+        return self.runs_root / test_folder(nodeid)
+
+    def open(self) -> list[Sink]:
+        """Before a test's first run (a report folder is emptied of an earlier session's files when opened)."""
+        if self._sinks is None:  # on the first test: a session without guarded tests writes nothing
+            self._sinks = sinks_for(terminal=False, report_dir=self.report_dir)
+            self.session.runs_dir = self.runs_root
+            for sink in self._sinks:
+                sink.start(self.session, None)
+        return self._sinks
+
+    def add(self, scenario: Scenario, results: list[RunResult]) -> list[SeriesSummary]:
+        """A test's scenario and its finished runs (every one, passed or not); its series' summaries."""
+        sinks = self.open()
+        session = self.session
+        session.scenarios.append(scenario)
+        version = session.interpreter.short_version
+        for variant in scenario.variants:
+            key = (scenario.name, variant)
+            self._tallies[key] = SeriesTally(scenario, variant, scenario.expectation(variant, version))
+        for result in results:
+            tally = self._tallies[(result.scenario, result.variant)]
+            tally.add(result)
+            session.finished += 1
+            if tally.is_evidence(result) and len(session.results) < RUNS_KEPT:
+                session.results.append(result)
+            for sink in sinks:
+                sink.result(result)
+        summaries = [self._tallies[(scenario.name, variant)].summary() for variant in scenario.variants]
+        for summary in summaries:
+            variant = summary.variant
+            mark = "ok  " if summary.verdict is Verdict.EXPECTED else "FAIL"
+            counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
+            folder = self.folder_of(scenario.name)
+            where = ""
+            if self.report_dir is not None and any(r.outcome is not Outcome.PASSED for r in results):
+                where = f"  {folder.relative_to(self.report_dir)}"
+            self._index.append(f"{mark} {scenario.name}[{variant}]  {counts}  (expected {summary.expected})"
+                               f"{where}")
+        return summaries
+
+    def add_call(self, prefix: str, session: Session) -> None:
+        """A ``lifeguard`` fixture call's engine session: its scenarios named after the test and the call
+        (``tests/test_x.py::test_y::01-code::code``), so calls of different tests never share a series."""
+        renamed = {item.name: replace(item, name=f"{prefix}::{item.name}") for item in session.scenarios}
+        for original, scenario in renamed.items():
+            self.add(scenario, [replace(r, scenario=scenario.name) for r in session.results if r.scenario == original])
+
+    def finish(self, *, interrupted: bool) -> None:
+        """pytest's session is over: the summaries, and every sink's last files."""
+        if self._sinks is None:
+            return
+        session = self.session
+        session.interrupted = interrupted
+        session.duration = time.monotonic() - self._began
+        session.summaries = [tally.summary() for tally in self._tallies.values()]
+        for sink in self._sinks:
+            sink.finish(session)
+        if self.report_dir is not None:
+            (self.report_dir / INDEX_FILE).write_text(
+                "".join(line + "\n" for line in self._index), encoding="utf-8", errors="backslashreplace")

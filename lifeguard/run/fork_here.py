@@ -1,0 +1,111 @@
+"""Fork a run from this very process: the pytest plugin's fork mode (``pytest --lifeguard``).
+
+The pytest process (or each pytest-xdist worker) is the warm server: it has imported pytest, the conftests
+and the test module, and set up the test's fixtures, so a test costs a fork instead of an interpreter's
+start-up and imports. The child becomes the run (lifeguard.child.forked_test) and ends through a real
+process exit; everything after the fork is the supervision every run gets (supervise.supervise: deadline,
+escalation ladder, tree kill, classification).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import select
+import threading
+import time
+from collections.abc import Callable
+
+from lifeguard.child import forked_test
+from lifeguard.model.result import RunResult
+from lifeguard.model.run import RunSpec
+from lifeguard.run.containment import containment
+from lifeguard.run.launch import RunFiles, child_env, child_spec
+from lifeguard.run.live import LiveOutput
+from lifeguard.run.relay import Relays
+from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP, CaptureHook, supervise
+
+REAP_POLL = 0.01  # reap() after a kill: how often to look (the kill settles in milliseconds)
+
+
+class ForkedChild:
+    """A child forked by this process, waited on through a pidfd (no polling latency)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._returncode: int | None = None
+        try:
+            self._pidfd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self._pidfd = None
+
+    def _poll(self) -> bool:
+        if self._returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: nothing more can be known of it
+                pid, status = self.pid, 0
+            if pid == 0:
+                return False
+            self._returncode = os.waitstatus_to_exitcode(status)
+            self._close()
+        return True
+
+    def wait_step(self, timeout: float) -> bool:
+        if self._poll():
+            return True
+        if self._pidfd is not None:
+            select.select([self._pidfd], [], [], timeout)
+        else:
+            time.sleep(min(timeout, REAP_POLL))
+        return self._poll()
+
+    @property
+    def returncode(self) -> int | None:
+        return self._returncode
+
+    def reap(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.wait_step(min(REAP_POLL, max(0.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                return  # unkillable (D state): reported by the leak checks
+        self._close()
+
+    def _close(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Event | None = None,
+                capture_hooks: tuple[CaptureHook, ...] = (), live: LiveOutput | None = None) -> RunResult:
+    """Fork, run ``body`` in the child (its return value is the exit code) and supervise the child to its
+    end. Call it from the main thread: a fork copies only the calling thread."""
+    files, events_fd = RunFiles.create(spec.run_dir)
+    relays = Relays(spec, files.stdout, files.stderr, DEFAULT_OUTPUT_CAP, live)
+    run_id = os.urandom(16).hex()
+    membership = containment().for_run(run_id)
+    join = membership.join_file()
+    env = child_env(spec, run_id, events_fd=events_fd)
+    child = child_spec(spec)
+    fds = (events_fd, *relays.child_ends)
+    try:
+        # Frozen, the inherited heap is not walked by the child's collections nor written to by them: a
+        # child pays for its own objects only (see forked_test). The parent thaws at once.
+        gc.freeze()
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            forked_test.become_run(str(join) if join is not None else "", fds, env, child, body)
+        gc.unfreeze()
+        membership.started(pid)
+    except BaseException:
+        gc.unfreeze()
+        membership.close()
+        relays.close()
+        raise
+    finally:
+        os.close(events_fd)
+        relays.started()
+    return supervise(spec, ForkedChild(pid), membership, files, relays, started, cancel=cancel,
+                     capture_hooks=capture_hooks)
