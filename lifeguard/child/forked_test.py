@@ -40,17 +40,15 @@ ALWAYS_KEPT = frozenset({"sys", "builtins", "__main__", "_thread", "threading", 
                          "_ctypes", "marshal", "zipimport", "_frozen_importlib", "_frozen_importlib_external",
                          "_imp"})
 
-_harness: list[frozenset[str]] = []
+_harness: list[tuple[str, ...]] = []
+_dropped: list[object] = []  # the harness's modules, kept alive in the child: never freed, never finalized
 
 
 def snapshot_harness_modules() -> None:
     """Called in the pytest process before collection: the modules loaded now belong to the harness."""
     if not _harness:
-        _harness.append(frozenset(sys.modules))
-
-
-def harness_modules() -> frozenset[str]:
-    return _harness[0] if _harness else frozenset()
+        _harness.append(tuple(name for name in sys.modules
+                              if name not in ALWAYS_KEPT and name.partition(".")[0] not in ALWAYS_KEPT))
 
 
 def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: dict[str, Any],
@@ -82,7 +80,7 @@ def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: 
         emit(protocol.BODY_START)
         code = body()
         emit(protocol.BODY_END, exit=str(code))
-        _drop_harness(harness_modules())
+        _drop_harness(_harness[0] if _harness else ())
     except BaseException:  # lifeguard's own code failed in the child: say so, and never return into pytest
         try:
             import traceback
@@ -113,10 +111,13 @@ def _own_output(out_fd: int, err_fd: int) -> None:
 
 def _drop_harness(names: Iterable[str]) -> None:
     """Take the harness's modules out of sys.modules, so finalization leaves them alone (see the module's
-    docstring); what the tests imported stays and is finalized."""
-    for name in list(sys.modules):
-        if name in names and name not in ALWAYS_KEPT and name.partition(".")[0] not in ALWAYS_KEPT:
-            del sys.modules[name]
+    docstring); what the tests imported stays and is finalized. Each stays referenced: freeing one here would
+    cost what finalizing it would."""
+    modules = sys.modules
+    for name in names:
+        module = modules.pop(name, None)
+        if module is not None:
+            _dropped.append(module)
 
 
 def _exit_as_a_process(code: int) -> NoReturn:

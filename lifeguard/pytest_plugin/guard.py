@@ -39,30 +39,36 @@ from lifeguard.run.launch import DUMP_SIGNAL  # noqa: F401  (imported before any
 
 FAILURE_TEXT_LIMIT = 256 * 1024  # of pytest's own report of a body's failure
 SHOWN_OUTPUT_LIMIT = 1024 * 1024  # of a run's stdout / stderr handed to pytest's capture
-# Threads of the harness itself: they hold no lock a forked test could need.
-HARNESS_THREAD_PREFIXES = ("lifeguard-",)
-HARNESS_THREAD_TARGETS = ("execnet.",)  # pytest-xdist's channel to its controller
+# Threads of the harness itself (lifeguard's relays; pytest-xdist's channel to its controller, which is a thread
+# Python does not list): they hold no lock a forked test could need. Those running when the session started are
+# the harness's; lifeguard's own are named.
+HARNESS_THREAD_PREFIX = "lifeguard-"
+_baseline: list[tuple[int, frozenset[int]]] = []
+
+
+def _native_threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
+
+
+def note_harness_threads() -> None:
+    """Called as the session starts: the threads running now are the harness's."""
+    if not _baseline:
+        _baseline.append((_native_threads(), frozenset(t.ident for t in threading.enumerate() if t.ident)))
 
 
 def foreign_threads() -> list[str]:
-    """Threads of this process other than the main one and the harness's: a fork copies none of them, so
-    a forked test that needs one (or a lock one holds) would hang where plain pytest would not."""
-    names = []
-    main = threading.main_thread()
-    for thread in threading.enumerate():
-        if thread is main or thread.name.startswith(HARNESS_THREAD_PREFIXES):
-            continue
-        target = getattr(thread, "_target", None)
-        if target is not None and (getattr(target, "__module__", "") or "").startswith(HARNESS_THREAD_TARGETS):
-            continue
-        names.append(thread.name)
-    try:
-        native = len(os.listdir("/proc/self/task"))
-    except OSError:
-        native = 0
-    python = threading.active_count()
-    if native > python:  # threads started by native code (a thread pool of an extension)
-        names.append(f"{native - python} native thread(s)")
+    """Threads of this process other than the harness's: a fork copies none of them, so a forked test that
+    needs one (or a lock one holds) would hang where plain pytest would not."""
+    native_before, python_before = _baseline[0] if _baseline else (1, frozenset())
+    names = [thread.name for thread in threading.enumerate()
+             if thread.ident not in python_before and not thread.name.startswith(HARNESS_THREAD_PREFIX)]
+    python_now = threading.active_count()
+    extra_native = (_native_threads() - python_now) - (native_before - len(python_before))
+    if extra_native > 0:  # threads started by native code since (an extension's thread pool)
+        names.append(f"{extra_native} native thread(s)")
     return names
 
 

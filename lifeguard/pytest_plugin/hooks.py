@@ -60,9 +60,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     settings = config.stash[SETTINGS_KEY] = read_settings(config)
     if settings.guard_all:
-        from lifeguard.child.forked_test import snapshot_harness_modules
+        import resource  # noqa: F401  (a forked test's cores step needs it: imported once, here)
 
-        snapshot_harness_modules()  # before collection: what is loaded now is pytest's, not the tests'
+        from lifeguard.child.forked_test import snapshot_harness_modules
+        from lifeguard.pytest_plugin.guard import note_harness_threads  # the engine, before the snapshot
+
+        # Before collection: what is loaded and running now is the harness's (pytest, its plugins, lifeguard's
+        # engine); what the test modules import and start later is theirs, finalized in each forked test.
+        snapshot_harness_modules()
+        note_harness_threads()
 
 
 def record_of(config: pytest.Config) -> SessionRecord:

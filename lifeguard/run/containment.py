@@ -57,8 +57,10 @@ class Containment:
     def mechanism(self) -> str:
         return self.session.hierarchy.name if self.session is not None else SUBREAPER
 
-    def for_run(self, run_id: str) -> RunMembership:
-        if self.session is not None:
+    def for_run(self, run_id: str, *, by_ancestry: bool = False) -> RunMembership:
+        """A new run's membership: a cgroup folder of its own where the session has one (unless
+        ``by_ancestry``), else tracked by ancestry as the subreaper's."""
+        if self.session is not None and not by_ancestry:
             with self._lock:
                 self._count += 1
                 name = f"run-{self._count}"

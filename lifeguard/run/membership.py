@@ -170,11 +170,26 @@ class SubreaperMembership:
         return (info.start >= self.root_start and info.state != "Z" and self.unclaimed is not None
                 and self.unclaimed(self, info))
 
+    def _nothing_left(self, me: int) -> bool:
+        """The main process is gone and no child of ours could be the run's: then nothing is. We are the
+        subreaper, so once the main process has exited every live member is a child of ours or below one,
+        and a child of ours that started before the run is not the run's (see _belongs). A look at our own
+        children instead of every process of the machine: what a short run's end costs."""
+        if not self.root or read_proc(self.root) is not None:
+            return False
+        for pid in children_of(me):
+            info = read_proc(pid)
+            if info is not None and (pid in self.seen or info.start >= self.root_start):
+                return False
+        return True
+
     def _scan(self) -> list[int]:
         """Record every live process descended from a recorded member, in the run's session, or an orphan of
         ours with the run's marker (or unclaimed, see the class); then the live members."""
-        procs = all_processes()
         me = os.getpid()
+        if self._nothing_left(me):
+            return []
+        procs = all_processes()
         changed = True
         while changed:  # to the closure: a parent and its child may both be new in one look
             changed = False

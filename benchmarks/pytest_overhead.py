@@ -1,0 +1,150 @@
+"""What `pytest --lifeguard` costs a real package's unmodified test suite, against plain pytest, pytest-forked
+and pytest-isolate, side by side in one run.
+
+The suite is msgpack's own (its sdist ships test/; the extension is built from the sdist, so the tests run
+against a compiled module). A private virtual environment under lifeguard's cache holds the pinned versions
+below and this checkout of lifeguard; it is made on the first run (a minute: msgpack compiles).
+
+Each round runs every variant once, in turn, so machine noise hits them alike; the median of the rounds is
+kept. A variant's per-test cost is (its time - plain pytest's time) / tests. Printed: the times, the per-test
+costs, and the ratio of --lifeguard's per-test cost to pytest-forked's (target: at most 2). It also checks
+that --lifeguard gives the same pass/fail of every test as plain pytest, with and without `-n 2`.
+
+    python benchmarks/pytest_overhead.py [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MSGPACK = "msgpack==1.1.0"
+PINNED = ("pytest==9.0.3", "pytest-forked==1.7.5", "pytest-isolate==0.0.17", "pytest-xdist==3.8.0")
+INSTALL_TIMEOUT = 900.0
+SESSION_TIMEOUT = 600.0
+
+
+def cache_root() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "lifeguard" / "bench" / f"pytest-overhead-py{sys.version_info[0]}{sys.version_info[1]}"
+
+
+def run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, check=True, text=True, capture_output=True, timeout=INSTALL_TIMEOUT,
+                          **kwargs)  # type: ignore[call-overload]
+
+
+def prepare(root: Path) -> tuple[str, Path]:
+    """The venv's interpreter and the unpacked test folder (made once; lifeguard reinstalled every time)."""
+    venv = root / "venv"
+    python = str(venv / "bin" / "python")
+    if not (venv / "bin" / "python").exists():
+        run([sys.executable, "-m", "venv", str(venv)])
+        run([python, "-m", "pip", "install", "-q", *PINNED])
+        # From the sdist: the extension is compiled here, and the sdist is where the tests come from.
+        run([python, "-m", "pip", "install", "-q", "--no-binary", "msgpack", MSGPACK])
+    run([python, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(ROOT)])
+    run([python, "-m", "pip", "install", "-q", str(ROOT)])  # lifeguard's own dependencies
+    tests = root / "msgpack-tests"
+    if not tests.exists():
+        download = root / "sdist"
+        run([python, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d", str(download),
+             MSGPACK])
+        archive = next(download.glob("msgpack-*.tar.gz"))
+        with tarfile.open(archive) as tar:
+            members = [m for m in tar.getmembers() if "/test/" in m.name and m.isfile()]
+            tar.extractall(root / "unpacked", members=members, filter="data")
+        unpacked = next((root / "unpacked").glob("msgpack-*/test"))
+        shutil.copytree(unpacked, tests / "test")
+    return python, tests
+
+
+VARIANTS: dict[str, list[str]] = {
+    "plain": [],
+    "--lifeguard": ["--lifeguard"],
+    "--forked": ["--forked"],
+    "--isolate": ["--isolate"],
+}
+
+
+def session(python: str, folder: Path, args: list[str], junit: Path) -> float:
+    started = time.perf_counter()
+    subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *args, "test"],
+                   cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=SESSION_TIMEOUT, check=False)
+    return time.perf_counter() - started
+
+
+def outcomes(junit: Path) -> dict[str, str]:
+    """test id -> passed / failed / skipped, from a junit.xml."""
+    found = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        if case.find("failure") is not None or case.find("error") is not None:
+            found[name] = "failed"
+        elif case.find("skipped") is not None:
+            found[name] = "skipped"
+        else:
+            found[name] = "passed"
+    return found
+
+
+def installed(python: str, plugin: str) -> bool:
+    return subprocess.run([python, "-c", f"import {plugin}"], capture_output=True, check=False).returncode == 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    python, folder = prepare(cache_root())
+    variants = {name: extra for name, extra in VARIANTS.items()
+                if name != "--isolate" or installed(python, "pytest_isolate")}
+    scratch = Path(tempfile.mkdtemp(prefix="lifeguard-pytest-overhead-"))
+    try:
+        times: dict[str, list[float]] = {name: [] for name in variants}
+        results: dict[str, dict[str, str]] = {}
+        for _ in range(args.rounds):
+            for name, extra in variants.items():
+                junit = scratch / f"{re.sub(r'[^a-z]', '', name)}.xml"
+                times[name].append(session(python, folder, extra, junit))
+                results[name] = outcomes(junit)
+        tests = len(results["plain"])
+        median = {name: statistics.median(values) for name, values in times.items()}
+        print(f"msgpack's own suite ({MSGPACK}, built from its sdist): {tests} tests, "
+              f"median of {args.rounds} rounds, Python {sys.version.split()[0]}")
+        print(f"{'variant':<14}{'session s':>11}{'per test ms':>13}")
+        cost = {}
+        for name in variants:
+            cost[name] = (median[name] - median["plain"]) / max(tests, 1)
+            print(f"{name:<14}{median[name]:>11.2f}{cost[name] * 1000:>13.1f}")
+        ratio = cost["--lifeguard"] / cost["--forked"] if cost["--forked"] > 0 else float("inf")
+        print(f"per-test cost of --lifeguard / --forked: {ratio:.2f} (target: at most 2)")
+        same = results["--lifeguard"] == results["plain"]
+        print(f"same pass/fail as plain pytest: {'yes' if same else 'NO'} "
+              f"({sum(v == 'passed' for v in results['plain'].values())} passed)")
+        for name, junit_args in (("-n 2 plain", ["-n", "2"]), ("-n 2 --lifeguard", ["-n", "2", "--lifeguard"])):
+            junit = scratch / f"xdist-{len(junit_args)}.xml"
+            seconds = session(python, folder, junit_args, junit)
+            results[name] = outcomes(junit)
+            print(f"{name:<18} {seconds:.2f} s")
+        same_xdist = results["-n 2 --lifeguard"] == results["-n 2 plain"] == results["plain"]
+        print(f"same pass/fail with -n 2: {'yes' if same_xdist else 'NO'}")
+        return 0 if same and same_xdist else 1
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
