@@ -11,6 +11,7 @@ test is guarded, marked or uses the fixture.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pytest
@@ -58,7 +59,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
-    settings = config.stash[SETTINGS_KEY] = read_settings(config)
+    settings = read_settings(config)
+    report_dir = settings.report_dir
+    if report_dir is not None:
+        from lifeguard.pytest_plugin.session_report import WORKERS_FOLDER
+
+        worker = getattr(config, "workerinput", {}).get("workerid")
+        if worker is not None:  # a pytest-xdist worker: its own folder, merged by the controller at the end
+            settings = replace(settings, report_dir=report_dir / WORKERS_FOLDER / worker)
+        elif _xdist_controller(config):
+            import shutil
+
+            shutil.rmtree(report_dir / WORKERS_FOLDER, ignore_errors=True)  # an earlier session's
+    config.stash[SETTINGS_KEY] = settings
     if settings.guard_all:
         import resource  # noqa: F401  (a forked test's cores step needs it: imported once, here)
 
@@ -69,6 +82,12 @@ def pytest_configure(config: pytest.Config) -> None:
         # engine); what the test modules import and start later is theirs, finalized in each forked test.
         snapshot_harness_modules()
         note_harness_threads()
+
+
+def _xdist_controller(config: pytest.Config) -> bool:
+    """This process hands the tests to pytest-xdist workers (it runs none itself)."""
+    numprocesses = getattr(config.option, "numprocesses", None)
+    return not hasattr(config, "workerinput") and bool(numprocesses) and getattr(config.option, "dist", "no") != "no"
 
 
 def record_of(config: pytest.Config) -> SessionRecord:
@@ -217,7 +236,13 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    record = session.config.stash.get(RECORD_KEY, None)
+    config = session.config
+    settings = config.stash.get(SETTINGS_KEY, None)
+    if settings is not None and settings.report_dir is not None and _xdist_controller(config):
+        from lifeguard.pytest_plugin.session_report import WORKERS_FOLDER
+
+        record_of(config).merge_workers(settings.report_dir / WORKERS_FOLDER)
+    record = config.stash.get(RECORD_KEY, None)
     if record is not None:
         record.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
 

@@ -10,6 +10,7 @@ a reader finds a test's evidence without the report.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 from dataclasses import replace
@@ -25,6 +26,7 @@ from lifeguard.run.engine import RUNS_KEPT, Sink
 
 INDEX_FILE = "index.txt"
 RUNS_FOLDER = "runs"
+WORKERS_FOLDER = "workers"  # under pytest-xdist: DIR/workers/<worker id>/, merged into DIR by the controller
 PART_LIMIT = 80  # characters of one part of a test id kept in its folder's name
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.,=+\-\[\]]")
 
@@ -93,10 +95,11 @@ class SessionRecord:
             variant = summary.variant
             mark = "ok  " if summary.verdict is Verdict.EXPECTED else "FAIL"
             counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
-            folder = self.folder_of(scenario.name)
             where = ""
-            if self.report_dir is not None and any(r.outcome is not Outcome.PASSED for r in results):
-                where = f"  {folder.relative_to(self.report_dir)}"
+            failed = [r for r in results if r.outcome is not Outcome.PASSED]
+            if self.report_dir is not None and failed:
+                kept = Path(failed[0].run_dir).parent  # a worker's runs stay in its own folder
+                where = f"  {kept.relative_to(self.report_dir) if kept.is_relative_to(self.report_dir) else kept}"
             self._index.append(f"{mark} {scenario.name}[{variant}]  {counts}  (expected {summary.expected})"
                                f"{where}")
         return summaries
@@ -107,6 +110,27 @@ class SessionRecord:
         renamed = {item.name: replace(item, name=f"{prefix}::{item.name}") for item in session.scenarios}
         for original, scenario in renamed.items():
             self.add(scenario, [replace(r, scenario=scenario.name) for r in session.results if r.scenario == original])
+
+    def merge_workers(self, workers: Path) -> int:
+        """The controller of a pytest-xdist session: every worker's runs (DIR/workers/*/results.jsonl, each
+        run's evidence staying in its worker's folder) become this one session; returns the workers read."""
+        from lifeguard.model.scenario import DEFAULT_TIMEOUT
+
+        by_test: dict[str, list[RunResult]] = {}
+        folders = sorted(f for f in workers.iterdir() if (f / "results.jsonl").is_file()) if workers.is_dir() else []
+        for folder in folders:
+            with open(folder / "results.jsonl", encoding="utf-8") as lines:
+                for line in lines:
+                    if line.strip():
+                        result = RunResult.from_dict(json.loads(line))
+                        by_test.setdefault(result.scenario, []).append(result)
+        for name, results in by_test.items():
+            expect = {r.variant: r.expected for r in results}
+            where = Path(results[0].run_dir)
+            scenario = Scenario(name=name, function=name.rpartition("::")[2], path=str(where), line=0, fixture=None,
+                                expect=expect, timeout=DEFAULT_TIMEOUT, repeat={"*": 1}, description=name, replay="")
+            self.add(scenario, results)
+        return len(folders)
 
     def finish(self, *, interrupted: bool) -> None:
         """pytest's session is over: the summaries, and every sink's last files."""

@@ -1,0 +1,284 @@
+"""`pytest --lifeguard` on unmodified test files (pytester): each test's body forked after its fixtures and
+supervised, with pytest's conventions (-s, -x, -k, --lf, xdist, pytest-timeout, unittest, doctests).
+
+The crashes are real: a C++ static destructor (the bundled static_destructor fixture, compiled here) that
+releases a Python object after Py_Finalize, in a forked child that ends through the interpreter's own exit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from lifeguard.build import build_fixture
+from lifeguard.interpreter import resolve
+from tests.helpers import ROOT, Pace, wait_for
+from tests.integration.pytester_support import INNER_SESSION_TIMEOUT, junit_cases, properties
+
+pytest_plugins = ["pytester", "tests.integration.pytester_support"]
+
+XDIST_MISSING = "pytest-xdist is not installed: it is optional (pip install 'lifeguard[xdist]'; the test extra has it)"
+PYTEST_TIMEOUT_MISSING = "pytest-timeout is not installed (the test extra has it)"
+
+# An unmodified test of a package whose C++ static pool releases Python callables in exit(): plain pytest
+# passes it (and then its own process dies at exit, after "1 passed"); under --lifeguard the test fails.
+POOL_TESTS = """
+import sys
+sys.path.insert(0, {build_dir!r})
+import types
+
+import static_destructor
+
+
+def test_registers_a_function():
+    def apply(*values):
+        return values
+
+    static_destructor.register_function("f", types.SimpleNamespace(apply=apply, backward=apply))
+    del apply
+    assert static_destructor.size() == 1
+
+
+def test_plain_arithmetic():
+    assert 1 + 1 == 2
+"""
+
+
+@pytest.fixture(scope="module")
+def pool_build() -> str:
+    """The buggy static_destructor module, compiled for this interpreter (cached by content)."""
+    built = build_fixture("static_destructor", "buggy", resolve(None), near=ROOT)
+    return str(built.directory)
+
+
+def test_a_crash_at_exit_fails_the_test_only_under_lifeguard(plugin_env: pytest.Pytester, pool_build: str) -> None:
+    plugin_env.makepyfile(test_pool=POOL_TESTS.format(build_dir=pool_build))
+    plain = plugin_env.runpytest_subprocess(timeout=INNER_SESSION_TIMEOUT)
+    plain.assert_outcomes(passed=2)  # plain pytest: green, although its process then crashes at exit
+    assert plain.ret in (-signal.SIGSEGV, -signal.SIGABRT, 134, 139), plain.ret
+
+    guarded = plugin_env.runpytest_subprocess("--lifeguard", "--junitxml=junit.xml", timeout=INNER_SESSION_TIMEOUT)
+    guarded.assert_outcomes(passed=1, failed=1)
+    assert guarded.ret == 1  # the pytest process itself no longer crashes: the pool was filled in the child
+    out = guarded.stdout.str()
+    assert "lifeguard: crashed@exit (SIG" in out
+    assert "[static-destructor-after-finalize]" in out
+    assert "static_destructor" in out and "Pool" in out  # the native frames of the pool's destructor
+    case = junit_cases(plugin_env.path / "junit.xml")["test_registers_a_function"]
+    assert (properties(case)["outcome"], properties(case)["phase"]) == ("crashed", "exit")
+    assert properties(case)["findings"].startswith("static-destructor-after-finalize")
+
+
+OPT_OUT = """
+import os
+
+import pytest
+
+PYTEST_PID = os.getpid()  # the module is imported by pytest itself, before any fork
+
+
+def test_forked():
+    assert os.getpid() != PYTEST_PID
+
+
+@pytest.mark.lifeguard(False)
+def test_opted_out():
+    assert os.getpid() == PYTEST_PID
+
+
+@pytest.mark.lifeguard(expect="crashed@exit")
+def test_marker_keeps_its_settings():
+    import atexit, signal
+    atexit.register(os.kill, os.getpid(), signal.SIGSEGV)
+"""
+
+
+def test_opt_out_and_markers_keep_their_own_settings(plugin_env: pytest.Pytester) -> None:
+    plugin_env.makepyfile(test_opt_out=OPT_OUT)
+    result = plugin_env.runpytest("--lifeguard", "-v")
+    result.assert_outcomes(passed=3)
+    assert "every test guarded (mode auto)" in result.stdout.str()
+
+
+FIXTURES = """
+import os
+from pathlib import Path
+
+import pytest
+
+COUNTER = Path({counter!r})
+STATE = []
+
+
+@pytest.fixture(scope="session")
+def server_address():
+    COUNTER.write_text(COUNTER.read_text() + "setup\\n")
+    yield "127.0.0.1:0"
+    COUNTER.write_text(COUNTER.read_text() + "teardown\\n")
+
+
+def test_first(server_address, tmp_path):
+    (tmp_path / "written").write_text("by the child")
+    STATE.append(1)
+    assert server_address == "127.0.0.1:0"
+
+
+def test_second(server_address, request):
+    assert STATE == []  # what test_first changed in memory was its child's
+    assert request.node.name == "test_second"  # pytest's own objects work in the child
+
+
+def test_module_state_is_the_collected_one():
+    assert STATE == []
+"""
+
+
+def test_session_fixtures_are_set_up_once_here_and_used_by_every_child(plugin_env: pytest.Pytester) -> None:
+    counter = plugin_env.path / "counter.txt"
+    counter.write_text("")
+    plugin_env.makepyfile(test_fixtures=FIXTURES.format(counter=str(counter)))
+    result = plugin_env.runpytest("--lifeguard")
+    result.assert_outcomes(passed=3)
+    assert counter.read_text() == "setup\nteardown\n"  # once, in pytest's process, as plain pytest does
+
+
+OUTPUT = """
+import sys
+
+
+def test_talks():
+    print("streamed-from-the-child")
+    sys.stderr.write("stderr-of-the-child\\n")
+
+
+def test_fails_and_talks():
+    print("captured-from-the-child")
+    assert False
+"""
+
+
+def test_output_is_captured_as_pytest_does_and_streamed_with_s(plugin_env: pytest.Pytester) -> None:
+    plugin_env.makepyfile(test_output=OUTPUT)
+    captured = plugin_env.runpytest_subprocess("--lifeguard", timeout=INNER_SESSION_TIMEOUT)
+    captured.assert_outcomes(passed=1, failed=1)
+    out = captured.stdout.str()
+    assert "streamed-from-the-child" not in out  # a passing test's output stays captured
+    assert "Captured stdout call" in out and "captured-from-the-child" in out
+    streamed = plugin_env.runpytest_subprocess("--lifeguard", "-s", "-k", "test_talks", timeout=INNER_SESSION_TIMEOUT)
+    streamed.assert_outcomes(passed=1)
+    assert "streamed-from-the-child" in streamed.stdout.str()
+    assert "stderr-of-the-child" in streamed.stderr.str()
+
+
+SELECTION = """
+def test_a_fails():
+    assert False
+
+
+def test_b_passes():
+    pass
+
+
+def test_c_fails_too():
+    assert False
+"""
+
+
+def test_x_k_and_lf_select_as_usual(plugin_env: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    plugin_env.makepyfile(test_selection=SELECTION)
+    plugin_env.runpytest("--lifeguard", "-x").assert_outcomes(failed=1)
+    plugin_env.runpytest("--lifeguard", "-k", "passes").assert_outcomes(passed=1)
+    # --lf needs pytest's cache, which the inner sessions here switch off.
+    monkeypatch.setenv("PYTEST_ADDOPTS", os.environ["PYTEST_ADDOPTS"].replace("-p no:cacheprovider", ""))
+    plugin_env.runpytest("--lifeguard").assert_outcomes(passed=1, failed=2)
+    plugin_env.runpytest("--lifeguard", "--lf").assert_outcomes(failed=2)
+
+
+UNITTEST_AND_DOCTEST = '''
+import unittest
+
+
+def double(value):
+    """
+    >>> double(2)
+    4
+    >>> double(3)
+    7
+    """
+    return value * 2
+
+
+class TestDouble(unittest.TestCase):
+    def test_right(self):
+        self.assertEqual(double(1), 2)
+
+    def test_wrong(self):
+        self.assertEqual(double(1), 3)
+'''
+
+
+def test_unittest_cases_and_doctests_are_guarded_too(plugin_env: pytest.Pytester) -> None:
+    plugin_env.makepyfile(test_kinds=UNITTEST_AND_DOCTEST)
+    result = plugin_env.runpytest("--lifeguard", "--doctest-modules", "--lifeguard-report", "out")
+    result.assert_outcomes(passed=1, failed=2)
+    out = result.stdout.str()
+    assert "AssertionError: 2 != 3" in out  # unittest's own failure text, from the child
+    assert "Expected:\n    7\nGot:\n    6" in out  # the doctest's
+    report = json.loads((plugin_env.path / "out" / "report.json").read_text())
+    modes = {run["scenario"].rsplit("::", 1)[-1]: run["mode"] for run in report["runs"]}
+    assert modes == {"test_right": "pytest-fork", "test_wrong": "pytest-fork", "test_kinds.double": "pytest-fork"}
+
+
+def test_xdist_workers_fork_their_own_tests(plugin_env: pytest.Pytester, pool_build: str) -> None:
+    pytest.importorskip("xdist", reason=XDIST_MISSING)
+    plugin_env.makepyfile(test_pool=POOL_TESTS.format(build_dir=pool_build), test_selection=SELECTION)
+    result = plugin_env.runpytest_subprocess("-n", "2", "--lifeguard", "--lifeguard-report", "out",
+                                             timeout=INNER_SESSION_TIMEOUT)
+    result.assert_outcomes(passed=2, failed=3)
+    out = result.stdout.str()
+    assert "[gw" in out and "lifeguard: crashed@exit (SIG" in out
+    out_dir = plugin_env.path / "out"
+    report = json.loads((out_dir / "report.json").read_text())  # one report: the controller merged the workers'
+    assert {run["mode"] for run in report["runs"]} == {"pytest-fork"} and len(report["runs"]) == 5
+    assert len(report["summaries"]) == 5
+    crashed = next(run for run in report["runs"] if run["outcome"] == "crashed")
+    assert Path(crashed["run_dir"]).is_relative_to(out_dir / "workers")  # evidence in its worker's folder
+    assert (Path(crashed["run_dir"]) / "stderr.txt").exists()
+    assert "FAIL test_pool.py::test_registers_a_function" in (out_dir / "index.txt").read_text()
+
+
+SLEEPER = """
+import os
+import time
+from pathlib import Path
+
+
+def test_sleeps():
+    Path({pid_file!r}).write_text(str(os.getpid()))
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("method", ["signal", "thread"])
+def test_pytest_timeout_hands_its_timeout_to_lifeguard(plugin_env: pytest.Pytester, pace: Pace, method: str) -> None:
+    """pytest-timeout's timer is not armed for a guarded test: its timeout becomes the lifeguard deadline, the
+    evidence is lifeguard's, and the child is never left behind (it used to be, with the thread method)."""
+    pytest.importorskip("pytest_timeout", reason=PYTEST_TIMEOUT_MISSING)
+    pid_file = plugin_env.path / "child.pid"
+    plugin_env.makepyfile(test_sleeper=SLEEPER.format(pid_file=str(pid_file)))
+    deadline = pace.deadline_text(2)
+    started = time.monotonic()
+    result = plugin_env.runpytest_subprocess("--lifeguard", "-p", "timeout", f"--timeout={deadline}",
+                                             f"--timeout-method={method}", timeout=INNER_SESSION_TIMEOUT)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "lifeguard: hung@run" in out and f"deadline of {deadline} s passed" in out
+    assert "Timeout" not in out.replace("timeout", "")  # no word of pytest-timeout's own
+    assert time.monotonic() - started < INNER_SESSION_TIMEOUT
+    child = int(pid_file.read_text())
+    wait_for(lambda: not Path(f"/proc/{child}").exists(), f"the test's child {child} to be gone", timeout=10)
