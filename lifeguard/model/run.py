@@ -76,6 +76,7 @@ class RunSpec:
     perturbations: tuple[str, ...] = ()
     mode: StartMode = StartMode.FRESH
     replay: str = ""  # the command that reruns this run (same seed and perturbations)
+    deadline_from_body: bool = False  # the timeout counts from the body's start (Scenario.deadline_from_body)
 
     @property
     def cwd(self) -> Path:

@@ -59,6 +59,9 @@ class Scenario:
     argv: tuple[str, ...] = ()
     module: str = ""
     workdir: str = ""
+    # The deadline counts from the start of the body (a pytest test's: its interpreter's start-up and the
+    # import of pytest are not the test's); start-up has a bound of its own (run.supervise.STARTUP_TIMEOUT).
+    deadline_from_body: bool = False
 
     @property
     def is_plain(self) -> bool:

@@ -259,4 +259,5 @@ class Scheduler:
             seed=seed, perturbations=tuple(self.options.perturbations), python_flags=flags, env=env,
             mode=exit_mode_for(item, interp, self.options.mode, self.options.perturbations),
             replay=replay, argv=item.argv, module=item.module, workdir=item.workdir,
+            deadline_from_body=item.deadline_from_body,
         )

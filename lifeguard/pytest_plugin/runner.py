@@ -169,6 +169,7 @@ def run_marked_test(item: pytest.Function, options: MarkerOptions, settings: Set
             expect=options.expect, timeout=timeout,
             repeat=options.effective_repeat(settings.repeat),
             description=item.nodeid, kind="function", replay="", fixture_near=str(item.path.parent),
+            deadline_from_body=True,
         )
         session = run_engine([scenario], folders)
     summaries = record.add(scenario, session.results)

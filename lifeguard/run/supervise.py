@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from lifeguard.child.protocol import SPEC_ENV, faulthandler_file
+from lifeguard.child.protocol import BODY_START, SPEC_ENV, faulthandler_file
 from lifeguard.errors import UsageError
 from lifeguard.model.outcomes import Phase
 from lifeguard.model.result import Leftover, RunResult
@@ -50,6 +50,10 @@ CAPTURE_BUDGET = 30.0
 KILL_BUDGET = 3.0  # the tree kill and reap after the capture (cgroup.kill settles in milliseconds)
 NATIVE_BUDGET = CAPTURE_BUDGET - DUMP_TIMEOUT - KILL_BUDGET
 assert NATIVE_BUDGET > 0
+# A run whose deadline counts from its body's start (RunSpec.deadline_from_body): how long its start-up
+# (interpreter, imports) may take, and how often the result channel is read for the body's start meanwhile.
+STARTUP_TIMEOUT = 60.0
+BODY_START_POLL = 0.005
 
 
 class RunInterrupted(Exception):
@@ -146,6 +150,32 @@ def _wait_exit(handle: ChildHandle, membership: RunMembership, deadline: float,
         membership.watch()
 
 
+def _body_start_deadline(spec: RunSpec, handle: ChildHandle, membership: RunMembership, events: Path,
+                         started: float, cancel: threading.Event | None) -> tuple[float, bool]:
+    """For a run whose deadline counts from its body: wait (at most STARTUP_TIMEOUT) until the body starts;
+    the deadline then is that moment + the timeout. Returns (deadline, whether start-up overran its bound)."""
+    marker = repr(BODY_START).encode()
+    limit = started + STARTUP_TIMEOUT
+    offset = 0
+    while time.monotonic() < limit:
+        if cancel is not None and cancel.is_set():
+            raise RunInterrupted()
+        position = max(0, offset - len(marker))  # a marker cut by the last look is read whole now
+        try:
+            with open(events, "rb") as f:  # the channel only grows: read what is new since the last look
+                f.seek(position)
+                chunk = f.read()
+        except OSError:
+            chunk = b""
+        if marker in chunk:
+            return time.monotonic() + spec.timeout, False
+        offset = position + len(chunk)
+        if handle.wait_step(BODY_START_POLL):
+            return time.monotonic(), False  # ended before its body started: nothing to wait for
+        membership.watch()
+    return limit, True
+
+
 def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
     """Ask every Python process of the tree for a faulthandler dump of all threads."""
     sizes: dict[int, int] = {}
@@ -235,7 +265,13 @@ def supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fil
     phase_at_deadline: Phase | None = None
     interrupted = False
     try:
-        exited = _wait_exit(handle, membership, started + spec.timeout, cancel)
+        deadline = started + spec.timeout
+        if spec.deadline_from_body:
+            deadline, overran = _body_start_deadline(spec, handle, membership, files.events, started, cancel)
+            if overran:
+                notes.append(f"start-up (the interpreter and the imports before the body) took longer than "
+                             f"{STARTUP_TIMEOUT:g} s, its own bound: the body never started")
+        exited = _wait_exit(handle, membership, deadline, cancel)
         if not exited:
             hung = True
             hung_pids = membership.members()

@@ -549,3 +549,35 @@ def test_fixture_keyword_builds_each_variant_near_the_test(plugin_env: pytest.Py
     out = result.stdout.str()
     assert "lifeguard: failed@run in variant buggy: AssertionError: the buggy build" in out
     assert "AssertionError: the buggy build" in out
+
+
+SLOW_IMPORT = """
+import time
+
+import pytest
+
+time.sleep({import_seconds})  # start-up of every child: before the body, not the test's
+
+
+@pytest.mark.lifeguard(timeout={deadline})
+def test_quick_body():
+    pass
+
+
+@pytest.mark.lifeguard(timeout={deadline})
+def test_slow_body():
+    time.sleep({body_seconds})
+"""
+
+
+def test_a_marked_tests_deadline_counts_from_its_body(plugin_env: pytest.Pytester, pace: Pace) -> None:
+    """A child's start-up (here a test module that takes a while to import) is not the test's: a deadline
+    shorter than it still lets a quick body pass, and a slow body is hung in its run phase, not at import."""
+    deadline = pace.deadline(1)
+    plugin_env.makepyfile(test_slow_import=SLOW_IMPORT.format(import_seconds=2 * deadline, deadline=deadline,
+                                                              body_seconds=4 * deadline))
+    plugin_env.runpytest("--junitxml=junit.xml").assert_outcomes(passed=1, failed=1)
+    cases = junit_cases(plugin_env.path / "junit.xml")
+    assert properties(cases["test_quick_body"])["verdict"] == "expected"
+    slow = properties(cases["test_slow_body"])
+    assert (slow["outcome"], slow["phase"]) == ("hung", "run")
