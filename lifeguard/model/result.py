@@ -41,6 +41,13 @@ def cut(text: str, limit: int) -> str:
     return text[: max(0, limit - len(marker))] + marker
 
 
+def series_label(scenario: str, variant: str) -> str:
+    """``name[variant]``, the way every report names a series; a name that already ends with the variant as
+    its pytest id (``test_x[buggy]``, ``test_x[3-buggy]``) is not given it twice."""
+    tail = scenario.rpartition("[")[2].rstrip("]") if scenario.endswith("]") else ""
+    return scenario if variant in tail.split("-") else f"{scenario}[{variant}]"
+
+
 def signal_name(signum: int | None) -> str | None:
     if signum is None:
         return None
@@ -230,7 +237,8 @@ class RunResult:
     def __str__(self) -> str:
         where = f"@{self.phase.value}" if self.phase else ""
         how = f" ({self.signal_name})" if self.signal else ""
-        return f"{self.scenario}[{self.variant}]#{self.index}: {self.outcome.value}{where}{how} in {self.duration:.2f}s"
+        label = series_label(self.scenario, self.variant)
+        return f"{label}#{self.index}: {self.outcome.value}{where}{how} in {self.duration:.2f}s"
 
     def to_dict(self) -> dict[str, Any]:
         """The run as report.json and results.jsonl hold it (schema in README.md)."""

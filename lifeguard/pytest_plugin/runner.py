@@ -27,7 +27,7 @@ from lifeguard.cli.session import SessionSetup, run_session
 from lifeguard.errors import MarkerError
 from lifeguard.interpreter import Interpreter, resolve
 from lifeguard.model.outcomes import Outcome, Verdict
-from lifeguard.model.result import RunResult, SeriesSummary, Session
+from lifeguard.model.result import RunResult, SeriesSummary, Session, series_label
 from lifeguard.model.scenario import (
     DEFAULT_VARIANT,
     Scenario,
@@ -205,7 +205,7 @@ def failure_text(summaries: list[SeriesSummary]) -> str:
             continue
         run = summary.first_unexpected
         if run is None:
-            parts.append(f"lifeguard: {summary.scenario}[{summary.variant}] expected {summary.expected}, "
+            parts.append(f"lifeguard: {series_label(summary.scenario, summary.variant)} expected {summary.expected}, "
                          "got no runs")
             continue
         first = f"lifeguard: {outcome_text(run)}"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome, Verdict
-from lifeguard.model.result import RunResult, SeriesSummary, Session
+from lifeguard.model.result import RunResult, SeriesSummary, Session, series_label
 from lifeguard.model.scenario import Scenario
 from lifeguard.model.tally import SeriesTally
 from lifeguard.report.sinks import sinks_for
@@ -100,7 +100,7 @@ class SessionRecord:
             if self.report_dir is not None and failed:
                 kept = Path(failed[0].run_dir).parent  # a worker's runs stay in its own folder
                 where = f"  {kept.relative_to(self.report_dir) if kept.is_relative_to(self.report_dir) else kept}"
-            self._index.append(f"{mark} {scenario.name}[{variant}]  {counts}  (expected {summary.expected})"
+            self._index.append(f"{mark} {series_label(scenario.name, variant)}  {counts}  (expected {summary.expected})"
                                f"{where}")
         return summaries
 

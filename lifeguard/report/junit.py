@@ -8,7 +8,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from lifeguard.model.outcomes import Outcome, Verdict
-from lifeguard.model.result import RunResult, SeriesSummary, Session
+from lifeguard.model.result import RunResult, SeriesSummary, Session, series_label
 from lifeguard.report.escape import for_xml
 from lifeguard.report.text import evidence_text
 
@@ -24,7 +24,7 @@ def junit_xml(session: Session) -> str:
                        errors=str(len(errored)), skipped=str(len(not_run)), time=f"{session.duration:.3f}")
     for summary in session.summaries:
         case = ET.SubElement(suite, "testcase", classname=f"lifeguard.{summary.scenario}",
-                             name=f"{summary.scenario}[{summary.variant}]", time=f"{summary.duration:.3f}")
+                             name=series_label(summary.scenario, summary.variant), time=f"{summary.duration:.3f}")
         props = ET.SubElement(case, "properties")
         for key, value in series_properties(summary):
             ET.SubElement(props, "property", name=key, value=value)

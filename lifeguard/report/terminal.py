@@ -14,7 +14,7 @@ from typing import TextIO
 
 from lifeguard import __version__
 from lifeguard.model.outcomes import Expectation, Outcome, Verdict
-from lifeguard.model.result import RunResult, SeriesSummary, Session
+from lifeguard.model.result import RunResult, SeriesSummary, Session, series_label
 from lifeguard.report.escape import for_terminal
 from lifeguard.report.stream import SafeOutput
 from lifeguard.report.text import evidence_text, summary_line
@@ -173,13 +173,13 @@ class TerminalSink:
             if summary.runs == 0 and (session.stopped or session.failure):
                 why = "stopped at the first unexpected verdict (-x)" if session.stopped else \
                     "the session stopped early (below)"
-                self.print_marked(f"skip {summary.scenario}[{summary.variant}]  not run: {why}")
+                self.print_marked(f"skip {series_label(summary.scenario, summary.variant)}  not run: {why}")
                 continue
             self._series_lines(summary)
         for summary in session.summaries:
             if summary.verdict is Verdict.EXPECTED or summary.first_unexpected is None or not summary.runs:
                 continue
-            self.print(f"\n=== {summary.scenario}[{summary.variant}] expected {summary.expected} ===")
+            self.print(f"\n=== {series_label(summary.scenario, summary.variant)} expected {summary.expected} ===")
             self.print(self._evidence(summary.first_unexpected, summary.scenario in plain))
         shown = {_key(s.first_unexpected) for s in session.summaries
                  if s.verdict is Verdict.UNEXPECTED and s.runs and s.first_unexpected is not None}

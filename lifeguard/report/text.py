@@ -4,7 +4,7 @@ plugin show them."""
 from __future__ import annotations
 
 from lifeguard.model.outcomes import Verdict
-from lifeguard.model.result import RunResult, SeriesSummary
+from lifeguard.model.result import RunResult, SeriesSummary, series_label
 from lifeguard.model.run import StartMode
 
 EVIDENCE_LINES = 25
@@ -71,7 +71,7 @@ def summary_line(summary: SeriesSummary) -> str:
     counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
     mark = "ok  " if summary.verdict is Verdict.EXPECTED else "FAIL"
     runs = f"{summary.runs} run" if summary.runs == 1 else f"{summary.runs} runs"
-    line = (f"{mark} {summary.scenario}[{summary.variant}]  {runs}: {counts}"
+    line = (f"{mark} {series_label(summary.scenario, summary.variant)}  {runs}: {counts}"
             f"  (expected {summary.expected}) -> {summary.verdict.value}")
     if summary.stats is not None and summary.runs > 1:
         line += f"\n       {summary.stats.bound_text()}"

@@ -31,7 +31,7 @@ def test_the_bug_fails_its_test_with_the_native_frame_and_the_fix_passes(plugin_
     out = result.stdout.str()
     assert f"FAILED {TEST_FILE}::{SAME_TEST}[buggy]" in out
     assert f"PASSED {TEST_FILE}::{SAME_TEST}[fixed]" in out
-    assert f"{SAME_TEST}[buggy][buggy]#0: crashed@exit" in out
+    assert f"{SAME_TEST}[buggy]#0: crashed@exit" in out  # the variant once, not [buggy][buggy]
 
     failure = junit_cases(plugin_env.path / "junit.xml")[f"{SAME_TEST}[buggy]"]
     assert properties(failure)["phase"] == "exit"

@@ -129,3 +129,13 @@ def test_a_result_survives_its_json_form() -> None:
     data = CRASHED.to_dict()
     assert (data["outcome"], data["phase"], data["signal_name"], data["mode"]) == (
         "crashed", "exit", "SIGSEGV", "fork-server/full")
+
+
+def test_a_series_label_never_repeats_the_variant_of_its_pytest_id() -> None:
+    from lifeguard.model.result import series_label
+
+    assert series_label("pool_outlives_interpreter", "buggy") == "pool_outlives_interpreter[buggy]"
+    assert series_label("tests/test_x.py::test_x[buggy]", "buggy") == "tests/test_x.py::test_x[buggy]"
+    assert series_label("tests/test_x.py::test_x[3-buggy]", "buggy") == "tests/test_x.py::test_x[3-buggy]"
+    assert series_label("tests/test_x.py::test_x[buggyish]", "buggy") == "tests/test_x.py::test_x[buggyish][buggy]"
+    assert series_label("tests/test_x.py::test_x[1]", "default") == "tests/test_x.py::test_x[1][default]"
