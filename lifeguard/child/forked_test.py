@@ -52,9 +52,10 @@ def snapshot_harness_modules() -> None:
 
 
 def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: dict[str, Any],
-               body: Callable[[], int]) -> NoReturn:
+               body: Callable[[], int], *, own_streams: bool = False) -> NoReturn:
     """In the forked child: become the run, call ``body`` (its return value is the exit code), then exit as
-    a process does. Never returns into the pytest code that forked it, whatever happens."""
+    a process does. Never returns into the pytest code that forked it, whatever happens. ``own_streams``:
+    sys.stdout and sys.stderr write to the run's relays too (see _own_output)."""
     code = SETUP_FAILED
     try:
         events_fd, out_fd, err_fd = fds
@@ -66,7 +67,7 @@ def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: 
                 os.write(err_fd, f"lifeguard: the run could not join its cgroup {join}: {exc}\n".encode())
                 os._exit(SETUP_FAILED)
         os.setsid()  # a terminal's Ctrl-C reaches pytest, which kills the run's tree itself
-        _own_output(out_fd, err_fd)
+        _own_output(out_fd, err_fd, own_streams)
         os.environ.update(env)
         os.environ[protocol.EVENTS_FD_ENV] = str(events_fd)
         run_dir = str(spec["run_dir"])
@@ -91,22 +92,27 @@ def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: 
     _exit_as_a_process(code)
 
 
-def _own_output(out_fd: int, err_fd: int) -> None:
-    """Descriptors 1 and 2 become the run's relays; sys.stdout/stderr write to them (not to pytest's capture
-    objects, which are copies of the parent's and would write into its temporary files)."""
+def _own_output(out_fd: int, err_fd: int, own_streams: bool) -> None:
+    """Descriptors 1 and 2 become the run's relays: what native code, faulthandler and a fatal error write
+    there is the run's evidence. sys.stdout and sys.stderr stay what pytest made them for the test (its
+    capture, which writes into pytest's own temporary files and shows the output with the test as usual, or
+    capsys); with ``own_streams`` (pytest's ``--capture=sys``, whose buffers would die with the child) they
+    write to the relays as well."""
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
     os.close(out_fd)
     os.close(err_fd)
     import faulthandler
-    import io
 
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True,
-                                  errors="backslashreplace")
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True,
-                                  errors="backslashreplace")
+    if own_streams:
+        import io
+
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True,
+                                      errors="backslashreplace")
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True,
+                                      errors="backslashreplace")
     sys.stdin = open(os.devnull)  # noqa: SIM115  (the process's stdin, for its whole life)
-    faulthandler.enable(file=sys.stderr, all_threads=True)  # pytest's own handler writes to its terminal
+    faulthandler.enable(file=2, all_threads=True)  # pytest's own handler writes to its terminal
 
 
 def _drop_harness(names: Iterable[str]) -> None:

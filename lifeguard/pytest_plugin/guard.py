@@ -130,7 +130,8 @@ def run_forked(item: pytest.Item, runtest: Callable[[], object], record: Session
     scenario = scenario_for(item, timeout, repeat)
     record.open()
     folder = record.folder_of(item.nodeid)
-    live = RawEcho() if item.config.getoption("capture", "fd") == "no" else None
+    capture = item.config.getoption("capture", "fd")
+    live = RawEcho() if capture == "no" else None
     results = []
     for index in range(repeat):
         run_dir = folder / f"run-{index + 1}"
@@ -138,8 +139,8 @@ def run_forked(item: pytest.Item, runtest: Callable[[], object], record: Session
                        path=scenario.path, function=scenario.function, code=None, interpreter=interpreter(),
                        timeout=timeout, run_dir=run_dir, expected="passed", mode=StartMode.PYTEST_FORK,
                        replay=scenario.replay or "")
-        result = explain_failure(spec, run_in_fork(spec, _body(item, run_dir, runtest),
-                                                   capture_hooks=(capture_hang,), live=live))
+        result = explain_failure(spec, run_in_fork(spec, _body(item, run_dir, runtest), capture_hooks=(capture_hang,),
+                                                   live=live, own_streams=capture == "sys"))
         if note:
             result = replace(result, notes=(*result.notes, note))
         results.append(result)

@@ -78,9 +78,11 @@ class ForkedChild:
 
 
 def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Event | None = None,
-                capture_hooks: tuple[CaptureHook, ...] = (), live: LiveOutput | None = None) -> RunResult:
+                capture_hooks: tuple[CaptureHook, ...] = (), live: LiveOutput | None = None,
+                own_streams: bool = False) -> RunResult:
     """Fork, run ``body`` in the child (its return value is the exit code) and supervise the child to its
-    end. Call it from the main thread: a fork copies only the calling thread."""
+    end. Call it from the main thread: a fork copies only the calling thread. ``own_streams``: the child's
+    sys.stdout and sys.stderr write to its relays (forked_test.become_run)."""
     files, events_fd = RunFiles.create(spec.run_dir)
     relays = Relays(spec, files.stdout, files.stderr, DEFAULT_OUTPUT_CAP, live)
     run_id = os.urandom(16).hex()
@@ -99,7 +101,8 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
         started = time.monotonic()
         pid = os.fork()
         if pid == 0:
-            forked_test.become_run(str(join) if join is not None else "", fds, env, child, body)
+            forked_test.become_run(str(join) if join is not None else "", fds, env, child, body,
+                                   own_streams=own_streams)
         gc.unfreeze()
         membership.started(pid)
     except BaseException:

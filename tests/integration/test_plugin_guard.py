@@ -282,3 +282,34 @@ def test_pytest_timeout_hands_its_timeout_to_lifeguard(plugin_env: pytest.Pytest
     assert time.monotonic() - started < INNER_SESSION_TIMEOUT
     child = int(pid_file.read_text())
     wait_for(lambda: not Path(f"/proc/{child}").exists(), f"the test's child {child} to be gone", timeout=10)
+
+
+CAPTURE_FIXTURES = """
+import os
+
+
+def test_capsys_sees_the_body_print(capsys):
+    print("to capsys")
+    assert capsys.readouterr().out == "to capsys\\n"
+
+
+def test_capfd_sees_the_body_print(capfd):
+    print("to capfd")
+    assert capfd.readouterr().out == "to capfd\\n"
+
+
+def test_native_output_is_kept():
+    os.write(1, b"written to descriptor 1\\n")
+    assert False
+"""
+
+
+def test_pytest_capture_fixtures_work_in_the_child(plugin_env: pytest.Pytester) -> None:
+    plugin_env.makepyfile(test_capture=CAPTURE_FIXTURES)
+    result = plugin_env.runpytest_subprocess("--lifeguard", timeout=INNER_SESSION_TIMEOUT)
+    result.assert_outcomes(passed=2, failed=1)
+    assert "written to descriptor 1" in result.stdout.str()  # a descriptor write: the run's, shown with it
+    sys_capture = plugin_env.runpytest_subprocess("--lifeguard", "--capture=sys", "-k", "native",
+                                                  timeout=INNER_SESSION_TIMEOUT)
+    sys_capture.assert_outcomes(failed=1)
+    assert "written to descriptor 1" in sys_capture.stdout.str()
