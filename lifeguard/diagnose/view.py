@@ -18,7 +18,8 @@ from lifeguard.model.stacks import Frame, ProcessStacks, SignalInfo, ThreadStack
 
 # At most this many one-line threads a process; the rest are counted (all are in backtraces.txt).
 MAX_SUMMARY_THREADS = 24
-_SYSTEM = ("libc.so", "libc-", "libpthread", "ld-linux")
+# libffi and _ctypes: the call that ends a forked pytest test (ctypes.pythonapi.Py_Exit) sits under its exit.
+_SYSTEM = ("libc.so", "libc-", "libpthread", "ld-linux", "libffi.so", "_ctypes.")
 # Native frames that are only how a thread starts or how the interpreter runs code.
 _STARTUP = ("_start", "__libc_start", "main", "Py_BytesMain", "Py_RunMain", "Py_Main", "pymain_", "PyRun_",
             "run_mod", "run_eval_code_obj", "start_thread", "clone", "clone3", "thread_run", "pythread_wrapper")

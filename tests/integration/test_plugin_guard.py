@@ -68,7 +68,7 @@ def test_a_crash_at_exit_fails_the_test_only_under_lifeguard(plugin_env: pytest.
     out = guarded.stdout.str()
     assert "lifeguard: crashed@exit (SIG" in out
     assert "[static-destructor-after-finalize]" in out
-    assert "static_destructor" in out and "Pool" in out  # the native frames of the pool's destructor
+    assert "lifeguard_fixture::FunctionPool::~FunctionPool()" in out  # the native frame of the destructor
     case = junit_cases(plugin_env.path / "junit.xml")["test_registers_a_function"]
     assert (properties(case)["outcome"], properties(case)["phase"]) == ("crashed", "exit")
     assert properties(case)["findings"].startswith("static-destructor-after-finalize")
@@ -103,6 +103,14 @@ def test_opt_out_and_markers_keep_their_own_settings(plugin_env: pytest.Pytester
     result = plugin_env.runpytest("--lifeguard", "-v")
     result.assert_outcomes(passed=3)
     assert "every test guarded (mode auto)" in result.stdout.str()
+    plugin_env.makeini("[pytest]\nlifeguard = true\nlifeguard_mode = fork\n")  # the ini twins
+    from_ini = plugin_env.runpytest("-v")
+    from_ini.assert_outcomes(passed=3)
+    assert "every test guarded (mode fork)" in from_ini.stdout.str()
+    # Without the plugin nothing is forked (in a subprocess: the marked test's atexit would kill this one).
+    plain = plugin_env.runpytest_subprocess("-p", "no:lifeguard", "-k", "forked or opted",
+                                            timeout=INNER_SESSION_TIMEOUT)
+    plain.assert_outcomes(passed=1, failed=1)
 
 
 FIXTURES = """
