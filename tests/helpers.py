@@ -55,7 +55,7 @@ def run_cli(*args: str, timeout: float = CLI_TIMEOUT, cwd: Path | None = None,
     return finish_cli(start_cli(*args, cwd=cwd, env=env, shell_setup=shell_setup), timeout)
 
 
-def _terminal_sigint() -> None:
+def restore_terminal_sigint() -> None:
     # A background job of a non-interactive shell (a CI step, `cmd &`) starts with SIGINT ignored,
     # and Python keeps an ignored SIGINT ignored: give the supervisor a terminal's Ctrl-C.
     import signal
@@ -75,7 +75,7 @@ def start_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = 
         argv = ["sh", "-c", f"{shell_setup} && exec {shlex.join(argv)}"]
     return subprocess.Popen(argv, cwd=cwd or ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True, stdin=subprocess.DEVNULL,
-                            preexec_fn=_terminal_sigint if terminal_sigint else None)
+                            preexec_fn=restore_terminal_sigint if terminal_sigint else None)
 
 
 def wait_for(condition: Callable[[], object], what: str, timeout: float) -> None:

@@ -52,13 +52,21 @@ def snapshot_harness_modules() -> None:
 
 
 def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: dict[str, Any],
-               body: Callable[[], int], *, own_streams: bool = False) -> NoReturn:
+               body: Callable[[], int], *, own_streams: bool = False,
+               supervisor_only: tuple[int, ...] = ()) -> NoReturn:
     """In the forked child: become the run, call ``body`` (its return value is the exit code), then exit as
     a process does. Never returns into the pytest code that forked it, whatever happens. ``own_streams``:
-    sys.stdout and sys.stderr write to the run's relays too (see _own_output)."""
+    sys.stdout and sys.stderr write to the run's relays too (see _own_output). ``supervisor_only``: descriptors
+    the child closes first (the watchdog's pipe: while a copy is open, the watchdog cannot see the supervisor
+    die, and this child would outlive it)."""
     code = SETUP_FAILED
     try:
         events_fd, out_fd, err_fd = fds
+        for fd in supervisor_only:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         if join:  # before anything of the test's can fork: nothing may start outside the run's cgroup
             try:
                 with open(join, "w") as f:

@@ -89,7 +89,9 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
     # Tracked by ancestry, never by a cgroup: the child is ours, pytest runs one test at a time (every orphan
     # that comes to us while it lives is the run's), and moving a process into a cgroup after a pause costs
     # the kernel an RCU grace period (about 12 ms here), more than the whole rest of a forked test.
-    membership = containment().for_run(run_id, by_ancestry=True)
+    guard = containment()
+    membership = guard.for_run(run_id, by_ancestry=True)
+    watchdog_fd = guard.watchdog.supervisor_fd()
     join = membership.join_file()
     env = child_env(spec, run_id, events_fd=events_fd)
     child = child_spec(spec)
@@ -102,7 +104,7 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
         pid = os.fork()
         if pid == 0:
             forked_test.become_run(str(join) if join is not None else "", fds, env, child, body,
-                                   own_streams=own_streams)
+                                   own_streams=own_streams, supervisor_only=(watchdog_fd,) if watchdog_fd else ())
         gc.unfreeze()
         membership.started(pid)
     except BaseException:

@@ -28,6 +28,12 @@ class Watchdog:
         )
         self.pid = self.proc.pid
 
+    def supervisor_fd(self) -> int | None:
+        """The pipe's end that only the supervisor may hold: a process forked from the supervisor must close
+        its copy, or the watchdog would never see the supervisor go."""
+        proc = self.proc
+        return proc.stdin.fileno() if proc is not None and proc.stdin is not None else None
+
     def _tell(self, line: str) -> None:
         with self._lock:
             if self.proc is None or self.proc.stdin is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 
 from lifeguard.build import build_fixture
 from lifeguard.interpreter import resolve
-from tests.helpers import ROOT, Pace, wait_for
+from tests.helpers import ROOT, Pace, real_python, restore_terminal_sigint, wait_for
 from tests.integration.pytester_support import INNER_SESSION_TIMEOUT, junit_cases, properties
 
 pytest_plugins = ["pytester", "tests.integration.pytester_support"]
@@ -321,3 +322,31 @@ def test_pytest_capture_fixtures_work_in_the_child(plugin_env: pytest.Pytester) 
                                                   timeout=INNER_SESSION_TIMEOUT)
     sys_capture.assert_outcomes(failed=1)
     assert "written to descriptor 1" in sys_capture.stdout.str()
+
+
+def _start_pytest(folder: Path, *args: str) -> subprocess.Popen[str]:
+    """pytest in a session of its own (a test signals it), SIGINT delivered as a terminal's Ctrl-C is."""
+    return subprocess.Popen([real_python(), "-m", "pytest", *args], cwd=folder, env=dict(os.environ),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                            start_new_session=True, preexec_fn=restore_terminal_sigint)
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "sigkill"])
+def test_a_stopped_pytest_leaves_no_forked_test_behind(plugin_env: pytest.Pytester, how: signal.Signals) -> None:
+    pid_file = plugin_env.path / "child.pid"
+    plugin_env.makepyfile(test_sleeper=SLEEPER.format(pid_file=str(pid_file)))
+    proc = _start_pytest(plugin_env.path, "--lifeguard", "--lifeguard-report", "out")
+    try:
+        wait_for(pid_file.exists, "the forked test to start", timeout=INNER_SESSION_TIMEOUT)
+        child = int(pid_file.read_text())
+        proc.send_signal(how)
+        out, _ = proc.communicate(timeout=INNER_SESSION_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    wait_for(lambda: not Path(f"/proc/{child}").exists(), f"the forked test {child} to be gone", timeout=10)
+    if how == signal.SIGINT:
+        assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+        report = json.loads((plugin_env.path / "out" / "report.json").read_text())
+        assert report["interrupted"] is True  # an interrupted session is never "all as expected"
