@@ -90,6 +90,11 @@ def test_rates_below_a_tenth_of_a_percent_keep_their_digits() -> None:
     assert series_stats([False] * 5000, [0.1] * 5000).bound_text() == "0/5000 failed: rate < 0.077% at 95%"
 
 
+def test_a_bound_near_100_percent_is_never_rounded_up_to_it() -> None:
+    assert series_stats([True] * 1000, [0.1] * 1000).bound_text() == "1000/1000 failed: rate > 99.6% at 95%"
+    assert series_stats([True] * 10, [0.1] * 10).bound_text() == "10/10 failed: rate > 72% at 95%"
+
+
 def test_to_dict_carries_every_field_and_the_bound() -> None:
     stats = series_stats([False, True], [0.25, 0.75], [0.5, 1.5])
     data = stats.to_dict()
