@@ -162,7 +162,8 @@ def _thread_line(thread: ThreadStack, signal: SignalInfo | None) -> str:
     return f"  {_thread_title(thread, signal)}{where}"
 
 
-def _relevance(result: RunResult) -> list[ProcessStacks]:
+def processes_by_relevance(result: RunResult) -> list[ProcessStacks]:
+    """The run's processes, the likeliest culprit first (named by a finding, crashed, newest forked child)."""
     named = [ref.pid for finding in result.findings for ref in finding.threads]
     forked = [e.pid for e in result.events if e.name == FORKED]
 
@@ -179,13 +180,33 @@ def _relevance(result: RunResult) -> list[ProcessStacks]:
     return [p for _, p in sorted(enumerate(result.backtraces), key=key)]
 
 
+def thread_roles(result: RunResult) -> dict[tuple[int, int], str]:
+    """(pid, tid) -> the part a finding gives that thread ("holds the GIL", "forks", ...)."""
+    return {(ref.pid, ref.tid): ref.role for finding in result.findings for ref in finding.threads}
+
+
+def culprit_threads(result: RunResult, process: ProcessStacks, *, first: bool) -> set[int]:
+    """The threads of ``process`` shown in full: those a finding names and the one a signal hit; with neither,
+    the main thread of the likeliest process (``first``)."""
+    full = {t.tid for t in process.threads if (process.pid, t.tid) in thread_roles(result)}
+    if process.signal is not None and process.signal.tid is not None:
+        full.add(process.signal.tid)
+    if not full and first and process.threads:
+        full.add(process.threads[0].tid)
+    return full
+
+
+def forked_parents(result: RunResult) -> dict[int | None, object]:
+    """pid of each process the run forked -> the pid of its parent (the ``forked`` events)."""
+    return {e.pid: e.get("parent") for e in result.events if e.name == FORKED}
+
+
 def stacks_view(result: RunResult) -> str:
     """The culprit-first text of a run's native stacks (empty when there are none)."""
-    roles = {(ref.pid, ref.tid): ref.role for finding in result.findings for ref in finding.threads}
-    forked = {e.pid: e.get("parent") for e in result.events if e.name == FORKED}
+    roles = thread_roles(result)
+    forked = forked_parents(result)
     lines: list[str] = []
-    ordered = _relevance(result)
-    for rank, process in enumerate(ordered):
+    for rank, process in enumerate(processes_by_relevance(result)):
         title = f"Process {process.pid}"
         if process.pid in forked:
             title += f" (forked child of {forked[process.pid]})"
@@ -196,11 +217,7 @@ def stacks_view(result: RunResult) -> str:
             lines.append(f"  killed by {process.signal}")
         if process.error:
             lines.append(f"  capture failed: {process.error}")
-        full = {t.tid for t in process.threads if (process.pid, t.tid) in roles}
-        if process.signal is not None and process.signal.tid is not None:
-            full.add(process.signal.tid)
-        if not full and rank == 0 and process.threads:
-            full.add(process.threads[0].tid)  # no finding names a thread: the main one of the likeliest process
+        full = culprit_threads(result, process, first=rank == 0)
         summarised = 0
         for thread in process.threads:
             if thread.tid in full:
