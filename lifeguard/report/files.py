@@ -173,7 +173,8 @@ class ReportDirSink:
             self.jsonl.finish(session)
             write_report(self.directory / "report.json", session, self.jsonl.runs_in_order())
             _atomic_write(self.directory / "junit.xml", junit_xml(session))
-            _atomic_write(self.directory / "report.html", render(session))
+            # The page's table lists every run too, read back once more from results.jsonl.
+            _atomic_write(self.directory / "report.html", render(session, self.jsonl.runs_in_order(), self.directory))
         finally:
             self._lock.close()  # releases the flock
 

@@ -1,85 +1,288 @@
-"""report.html: the same summaries and evidence as the terminal, as one self-contained page; every text in it
-goes through report.escape.for_html (a child's controls and lone surrogates shown, then HTML-escaped)."""
+"""report.html: one self-contained page (no network, no server) rendered from the same result objects as every
+other sink, through Jinja2 with autoescaping (templates/ beside this module).
+
+What a reader sees first is the verdicts, unexpected series on top; then charts of each series' failure rate
+and run times; then the evidence of the first failed runs of every series with failures; then every run in a
+table that a small inline script pages and filters. Every text in it passes report.escape's control-character
+handling (the ``shown`` filter, and the environment's ``finalize`` for any value a template forgets to
+filter) before HTML escaping; the runs' table is one JSON array, escaped for a ``<script>`` element.
+Jinja2 and the chart renderer are imported only when a page is written.
+"""
 
 from __future__ import annotations
 
+import ast
+import json
+import shlex
 import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from lifeguard import __version__
-from lifeguard.model.outcomes import Outcome, Verdict
+from lifeguard.model.outcomes import Expectation, Outcome, Phase, Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, Session
-from lifeguard.report.escape import for_html
-from lifeguard.report.text import evidence_text
+from lifeguard.model.scenario import Scenario
+from lifeguard.report.escape import for_html, for_xml
+from lifeguard.report.html_charts import (
+    OUTCOME_COLOURS,
+    Charts,
+    SeriesPoint,
+    along_spec,
+    chart_label,
+    duration_spec,
+    rate_spec,
+)
 
-STYLE = """
-body { font-family: sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; margin-bottom: 2em; }
-th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; vertical-align: top; }
-tr.unexpected td.verdict { color: #b00; font-weight: bold; }
-tr.expected td.verdict { color: #070; }
-pre { background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 12px; }
-.finding { border-left: 4px solid #b60; padding-left: 1em; margin: 1em 0; }
-"""
+if TYPE_CHECKING:  # the evidence view reads the diagnosis tables: imported when a page is written
+    from lifeguard.report.html_evidence import RunEvidence
 
-
-def _cell(text: object, cls: str = "") -> str:
-    attr = f' class="{cls}"' if cls else ""
-    return f"<td{attr}>{for_html(text)}</td>"
-
-
-def _series_row(summary: SeriesSummary) -> str:
-    counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
-    bound = summary.stats.bound_text() if summary.stats else ""
-    anchor = f"{summary.scenario}-{summary.variant}"
-    name = for_html(f"{summary.scenario}[{summary.variant}]")
-    link = f'<a href="#{for_html(anchor)}">{name}</a>' if summary.verdict is Verdict.UNEXPECTED else name
-    return (f'<tr class="{summary.verdict.value}"><td>{link}</td>' + _cell(summary.expected) + _cell(summary.runs)
-            + _cell(counts) + _cell(bound) + _cell(", ".join(summary.modes)) + _cell(summary.verdict.value, "verdict")
-            + "</tr>")
+TEMPLATES = Path(__file__).with_name("templates")
+EVIDENCE_RUNS = 3  # failed runs of a series whose evidence the page shows (the first ones kept in memory)
+CHART_SERIES = 40  # series drawn in the summary charts: the unexpected and failing ones first
+ALONG_CHARTS = 12  # series with failures that get a chart of their outcomes along the series
+# Runs listed in the table: every run that failed or was unexpected, passing ones up to this many rows
+# (results.jsonl and report.json list every run); 10,000 runs make about 0.6 MB of table data.
+TABLE_ROWS = 50_000
+SOURCE_LINES = 60  # lines of a scenario body shown as "what ran"
 
 
-def _evidence(result: RunResult) -> str:
-    parts = []
-    for finding in result.findings:
-        frames = "".join(f"<li><code>{for_html(f)}</code></li>" for f in finding.frames[:12])
-        parts.append(f'<div class="finding"><b>[{for_html(finding.kind)}]</b> '
-                     f'{for_html(finding.summary)}<br><i>fix:</i> '
-                     f'{for_html(finding.hint)}<ul>{frames}</ul></div>')
-    parts.append(f"<pre>{for_html(evidence_text(result))}</pre>")
-    return "\n".join(parts)
+@dataclass
+class SeriesView:
+    number: int
+    summary: SeriesSummary
+    label: str  # scenario[variant]
+    what_ran: str = ""
+    perturbations: set[str] = field(default_factory=set)
+    durations: list[float] = field(default_factory=list)
+    outcomes: list[tuple[int, str]] = field(default_factory=list)  # (index, outcome) of every run
+    evidence: list[RunEvidence] = field(default_factory=list)
+    along_svg: str | None = None
+
+    @property
+    def anchor(self) -> str:
+        return f"s{self.number}"
+
+    @property
+    def unexpected(self) -> bool:
+        return self.summary.verdict is Verdict.UNEXPECTED
+
+    @property
+    def failed(self) -> int:
+        return self.summary.runs - self.summary.counts.get(Outcome.PASSED.value, 0)
+
+    @property
+    def first_failure_text(self) -> str:
+        stats = self.summary.stats
+        if stats is None or stats.runs_to_first_failure is None:
+            return ""
+        seconds = stats.seconds_to_first_failure
+        return f"run {stats.runs_to_first_failure}" + (f", after {seconds:.1f} s" if seconds is not None else "")
 
 
-def render(session: Session) -> str:
-    interp = session.interpreter
-    rows = "\n".join(_series_row(s) for s in session.summaries)
-    details = []
-    for summary in session.summaries:
-        if summary.verdict is Verdict.EXPECTED or summary.first_unexpected is None:
-            continue
-        anchor = for_html(f"{summary.scenario}-{summary.variant}")
-        details.append(f'<h3 id="{anchor}">{for_html(summary.scenario)}[{for_html(summary.variant)}]: '
-                       f"expected {for_html(summary.expected)}</h3>\n{_evidence(summary.first_unexpected)}")
-    failed = sum(s.runs - s.counts.get("passed", 0) for s in session.summaries)
+def _shown(value: object) -> Any:
+    from markupsafe import Markup
+
+    return Markup(for_html(value))
+
+
+def _finalize(value: object) -> object:
+    """Every ``{{ value }}`` of the templates: a child's controls shown even where no filter was written
+    (Markup, the page's own SVG and JSON, passes as it is)."""
+    from markupsafe import Markup
+
+    if value is None:
+        return ""
+    return value if isinstance(value, Markup) else for_xml(str(value))
+
+
+def _environment() -> Any:
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, finalize=_finalize,
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["shown"] = _shown
+    return env
+
+
+def what_ran(scenario: Scenario | None) -> str:
+    """The code or command a series ran, as the user would type or read it."""
+    if scenario is None:
+        return ""
+    if scenario.kind == "code":
+        return scenario.code or ""
+    if scenario.kind == "module":
+        return shlex.join(["python", "-m", scenario.module, *scenario.argv[1:]])
+    if scenario.kind == "script":
+        return shlex.join(["python", *scenario.argv]) if scenario.argv else scenario.path
+    if scenario.kind == "command":
+        return shlex.join(scenario.argv)
+    return _body_source(scenario)
+
+
+def _body_source(scenario: Scenario) -> str:
+    """A scenario body's source from its file (the decorator's line on), or where it is when unreadable."""
+    where = f"{scenario.where}: {scenario.function}"
+    try:
+        source = Path(scenario.path).read_text(encoding="utf-8", errors="replace")
+        tree = ast.parse(source)
+    except (OSError, SyntaxError, ValueError):
+        return where
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == scenario.function:
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            lines = source.splitlines()[start - 1: node.end_lineno]
+            cut = f"\n# ... {len(lines) - SOURCE_LINES} more line(s) in {scenario.path}" \
+                if len(lines) > SOURCE_LINES else ""
+            return f"# {scenario.where}\n" + "\n".join(lines[:SOURCE_LINES]) + cut
+    return where
+
+
+def _ordered(session: Session) -> list[SeriesSummary]:
+    """Unexpected series first, then those with failed runs (a buggy variant's expected crash), then the rest;
+    the session's order within each."""
+    def rank(summary: SeriesSummary) -> int:
+        if summary.verdict is Verdict.UNEXPECTED:
+            return 0
+        return 1 if summary.runs - summary.counts.get(Outcome.PASSED.value, 0) else 2
+
+    return sorted(session.summaries, key=rank)
+
+
+class _Table:
+    """The runs' table as compact rows, gathered from the stream of run dicts (results.jsonl read back)."""
+
+    def __init__(self, series: dict[tuple[str, str], SeriesView], base: Path | None) -> None:
+        self.series = series
+        self.base = base
+        self.rows: list[list[Any]] = []
+        self.not_listed = 0
+        self.words: dict[str, int] = {}  # outcome, phase, mode and perturbation texts: each stored once
+        self.expectations: dict[str, Expectation | None] = {}
+        self.counts: dict[str, int] = {}
+
+    def word(self, text: str) -> int:
+        return self.words.setdefault(for_xml(text), len(self.words))
+
+    def accepted(self, expected: str, outcome: Outcome, phase: str | None) -> bool:
+        if expected not in self.expectations:
+            try:
+                self.expectations[expected] = Expectation.parse(expected)
+            except ValueError:
+                self.expectations[expected] = None
+        expectation = self.expectations[expected]
+        return expectation is not None and expectation.accepts(outcome, Phase(phase) if phase else None)
+
+    def add(self, run: dict[str, Any]) -> None:
+        view = self.series.get((str(run.get("scenario")), str(run.get("variant"))))
+        if view is None:
+            return
+        outcome_text = str(run.get("outcome"))
+        try:
+            outcome = Outcome(outcome_text)
+        except ValueError:
+            outcome = Outcome.ERROR
+        index = int(run.get("index", 0))
+        duration = float(run.get("duration") or 0.0)
+        perturbations = [str(p) for p in run.get("perturbations") or ()]
+        view.perturbations.update(perturbations)
+        view.durations.append(duration)
+        view.outcomes.append((index, outcome.value))
+        self.counts[outcome.value] = self.counts.get(outcome.value, 0) + 1
+        accepted = self.accepted(str(run.get("expected", "")), outcome, run.get("phase"))
+        if outcome is Outcome.PASSED and accepted and len(self.rows) >= TABLE_ROWS:
+            self.not_listed += 1
+            return
+        folder = str(run.get("run_dir") or "")
+        from lifeguard.report.html_evidence import href
+
+        link = href(folder, self.base) + "/" if folder and outcome is not Outcome.PASSED else ""
+        self.rows.append([view.number, index, self.word(outcome.value), self.word(str(run.get("phase") or "")),
+                          round(duration, 3), run.get("seed", 0), self.word(str(run.get("mode", ""))),
+                          self.word(", ".join(perturbations)), link, int(accepted)])
+
+    def json(self, views: Iterable[SeriesView]) -> str:
+        data = {"series": [[v.number, for_xml(v.label)] for v in views],
+                "words": list(self.words), "rows": self.rows, "colours": OUTCOME_COLOURS,
+                "columns": ["series", "index", "outcome", "phase", "duration", "seed", "mode", "perturbations",
+                            "folder", "accepted"]}
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        # Inert inside <script type="application/json">: no "</script>", no "<!--", no entity.
+        return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _evidence_runs(session: Session, summary: SeriesSummary) -> list[RunResult]:
+    """The first failed runs of a series that the session still holds, and the run its verdict rests on."""
+    key = (summary.scenario, summary.variant)
+    found = {r.index: r for r in session.results if (r.scenario, r.variant) == key and r.outcome is not Outcome.PASSED}
+    for extra in (summary.first_failure, summary.first_unexpected):
+        if extra is not None:
+            found.setdefault(extra.index, extra)
+    chosen = [found[i] for i in sorted(found)[:EVIDENCE_RUNS]]
+    shown = summary.first_unexpected
+    if shown is not None and all(r.index != shown.index for r in chosen):
+        chosen[-1:] = [shown]  # the run the verdict rests on is always there
+    return chosen
+
+
+def _state(session: Session) -> tuple[str, bool]:
     bad = sum(1 for s in session.summaries if s.verdict is Verdict.UNEXPECTED)
-    state = "interrupted" if session.interrupted else ("all as expected" if not bad else f"{bad} unexpected")
+    state = "interrupted" if session.interrupted else (
+        "all as expected" if not bad else f"{bad} unexpected of {len(session.summaries)} series")
     errors = sum(s.counts.get(Outcome.ERROR.value, 0) for s in session.summaries)
     if errors:
         state += f", {errors} run(s) failed by lifeguard's own error"
     if session.failure:
         state += f", stopped early: {session.failure}"
-    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(session.started))
-    return f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>lifeguard report</title><style>{STYLE}</style></head>
-<body>
-<h1>lifeguard report: {for_html(state)}</h1>
-<p>lifeguard {__version__}, Python {for_html(interp.version_text)} ({for_html(interp.executable)}),
-started {started}, {session.finished} runs ({failed} not passed) in {session.duration:.1f} s,
-seed {session.base_seed}.</p>
-<table>
-<tr><th>scenario [variant]</th><th>expected</th><th>runs</th><th>outcomes</th><th>statistics</th><th>mode</th>
-<th>verdict</th></tr>
-{rows}
-</table>
-{"".join(details) if details else "<p>Every verdict is as expected.</p>"}
-</body></html>
-"""
+    return state, session.all_expected
+
+
+def _run_dicts(session: Session) -> Iterator[dict[str, Any]]:
+    for result in session.results:
+        yield result.to_dict()
+
+
+def render(session: Session, runs: Iterable[dict[str, Any]] | None = None, base: Path | None = None) -> str:
+    """The page of ``session``. ``runs``: every run as results.jsonl holds it, in order (default: the runs
+    the session kept in memory); ``base``: the report folder, which links to evidence are relative to."""
+    from lifeguard.report.html_evidence import run_evidence
+
+    scenarios = {s.name: s for s in session.scenarios}
+    views = [SeriesView(n, s, f"{s.scenario}[{s.variant}]") for n, s in enumerate(_ordered(session), 1)]
+    by_key = {(v.summary.scenario, v.summary.variant): v for v in views}
+    table = _Table(by_key, base)
+    for run in (_run_dicts(session) if runs is None else runs):
+        table.add(run)
+    charts = Charts()
+    failing = [v for v in views if v.failed or v.unexpected]
+    for view in views:
+        view.what_ran = what_ran(scenarios.get(view.summary.scenario))
+        view.durations.sort()
+        if view in failing:
+            view.evidence = [run_evidence(r, base) for r in _evidence_runs(session, view.summary)]
+    for view in failing[:ALONG_CHARTS]:
+        first = view.summary.stats.runs_to_first_failure if view.summary.stats else None
+        view.along_svg = charts.svg(along_spec(f"Outcomes along {view.label}", sorted(view.outcomes),
+                                               None if first is None else first - 1))
+    drawn = (failing + [v for v in views if v not in failing])[:CHART_SERIES]
+    points = [SeriesPoint(chart_label(v.number, v.label), v.summary.verdict.value, v.summary.stats.rate,
+                          v.summary.stats.rate_low, v.summary.stats.rate_high, v.summary.stats.bound_text(),
+                          v.durations) for v in sorted(drawn, key=lambda v: v.number) if v.summary.stats]
+    rate_svg = charts.svg(rate_spec(points)) if points else None
+    duration_svg = charts.svg(duration_spec(points)) if points else None
+    state, good = _state(session)
+    from markupsafe import Markup
+
+    interp = session.interpreter
+    return str(_environment().get_template("report.html.j2").render(
+        session=session, views=views, failing=failing, state=state, good=good, version=__version__,
+        interp=interp, started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(session.started)),
+        runs_total=session.finished, counts=sorted(table.counts.items(), key=lambda kv: list(OUTCOME_COLOURS).index(
+            kv[0]) if kv[0] in OUTCOME_COLOURS else 99),
+        colours=OUTCOME_COLOURS, rate_svg=Markup(rate_svg) if rate_svg else None,
+        duration_svg=Markup(duration_svg) if duration_svg else None, charts_missing=charts.missing,
+        charted=len(points), not_charted=len(views) - len(points), along_limit=ALONG_CHARTS,
+        table_json=Markup(table.json(views)), not_listed=table.not_listed, listed=len(table.rows),
+        collapse_expected=len(views) > 20, markup=Markup,
+    ))

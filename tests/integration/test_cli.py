@@ -112,9 +112,11 @@ def test_reports_and_exit_codes(scenario_file, tmp_path: Path) -> None:
     failure = ET.parse(report / "junit.xml").getroot().find("testcase[@name='beta_fails[default]']/failure")
     assert failure is not None and "exit code 3" in failure.text
     page = (report / "report.html").read_text()
-    assert '<tr class="unexpected"><td><a href="#beta_fails-default">beta_fails[default]</a>' in page
-    assert '<tr class="expected"><td>alpha_ok[default]</td>' in page
-    assert '<h3 id="beta_fails-default">' in page and "exit code 3" in page
+    assert "lifeguard report: 1 unexpected of 2 series" in page
+    unexpected = page.index('<tr class="series unexpected" data-name="beta_fails[default]">')
+    assert unexpected < page.index('<tr class="series expected" data-name="alpha_ok[default]">')  # on top
+    assert '<a href="#s1">beta_fails[default]</a>' in page
+    assert '<details class="series-evidence unexpected" id="s1" open>' in page and "exit code 3" in page
 
 
 def test_html_report_escapes_what_it_shows(scenario_file, tmp_path: Path) -> None:
@@ -123,12 +125,20 @@ import lifeguard
 
 @lifeguard.scenario(timeout=20)
 def prints_markup():
-    raise ValueError("<script>alert(1)</script>")
+    print("out <script>alert(2)</script> \\x1b[31mred \\x00 nul \\x0b vt")
+    raise ValueError("<script>alert(1)</script> \\x1b]0;title\\x07 \\ufffe")
 ''')
     proc = run_cli("run", str(path), "--report", str(tmp_path / "r"))
     assert proc.returncode == 1
-    page = (tmp_path / "r" / "report.html").read_text()
-    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    page = (tmp_path / "r" / "report.html").read_text(encoding="utf-8")  # strict UTF-8
+    # The page's own two scripts (the runs' data and the code that draws the table), none from the child.
+    assert page.count("<script") == 2 and "<script>alert" not in page
+    # What the child said, shown (its source, also on the page, holds the same text as escapes: look at the
+    # reason and the output themselves).
+    assert '<p class="reason">ValueError: &lt;script&gt;alert(1)&lt;/script&gt; \\x1b]0;title\\x07 \\ufffe</p>' in page
+    assert ("<summary>stdout (tail)</summary><pre>out &lt;script&gt;alert(2)&lt;/script&gt; "
+            "\\x1b[31mred \\x00 nul \\x0b vt") in page
+    assert not any(c in page for c in "\x1b\x00\x0b\x07\ufffe")
 
 
 def test_plain_script_and_code(tmp_path: Path) -> None:

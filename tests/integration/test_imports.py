@@ -21,10 +21,12 @@ import json, sys
 {code}
 print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in {heavy!r})))
 """
+# What report.html is made with: loaded only when a page is written.
+PAGE_LIBRARIES = ("jinja2", "markupsafe", "vl_convert")
 
 
-def loaded_by(code: str) -> list[str]:
-    proc = subprocess.run([sys.executable, "-c", REPORT_MODULES.format(code=code, heavy=HEAVY)], cwd=ROOT,
+def loaded_by(code: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
+    proc = subprocess.run([sys.executable, "-c", REPORT_MODULES.format(code=code, heavy=heavy)], cwd=ROOT,
                           capture_output=True, text=True, timeout=IMPORT_TIMEOUT, stdin=subprocess.DEVNULL, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return list(json.loads(proc.stdout.splitlines()[-1]))
@@ -39,10 +41,19 @@ def test_a_whole_run_with_statistics_imports_neither() -> None:
     """A series of runs (statistics computed, reports written) through the CLI's own main()."""
     code = ("import tempfile\nfrom lifeguard.cli.main import main\n"
             "with tempfile.TemporaryDirectory() as report:\n"
-            "    assert main(['run', '-c', 'pass', '--repeat', '2', '--mode', 'fresh', '--report', report]) == 0\n")
+            "    assert main(['run', '--repeat', '2', '--mode', 'fresh', '--report', report, '-c', 'pass']) == 0\n")
     assert loaded_by(code) == []
 
 
 def test_the_check_sees_an_import_of_pytest() -> None:
     """The same check on a module that does import pytest (the plugin's settings) finds it."""
     assert "pytest" in loaded_by("import lifeguard.pytest_plugin.settings")
+
+
+def test_the_page_libraries_load_only_when_a_page_is_written() -> None:
+    run = "from lifeguard.cli.main import main\nassert main(['run', '-q', '--mode', 'fresh', '-c', 'pass']) == 0\n"
+    assert loaded_by(run, PAGE_LIBRARIES) == []
+    with_page = ("import tempfile\nfrom lifeguard.cli.main import main\n"
+                 "with tempfile.TemporaryDirectory() as report:\n"
+                 "    assert main(['run', '-q', '--mode', 'fresh', '--report', report, '-c', 'pass']) == 0\n")
+    assert {"jinja2", "vl_convert"} <= {name.split(".")[0] for name in loaded_by(with_page, PAGE_LIBRARIES)}

@@ -1,6 +1,6 @@
 """A non-editable install runs the bundled scenarios: the wheel carries them and the fixture sources.
 
-Builds the project's wheel, installs it (without dependencies: `lifeguard run` needs none) into a
+Builds the project's wheel, installs it (without dependencies but the page's template engine) into a
 fresh virtual environment, and runs `lifeguard run -k static` there from a folder that is not the
 project, so nothing can come from the checkout.
 """
@@ -47,11 +47,14 @@ def test_a_wheel_install_runs_the_bundled_scenarios(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "lifeguard/scenarios/static_destructor.py" in names
     assert "lifeguard/fixtures_native/static_destructor/function_pool.cpp" in names
+    assert {"lifeguard/report/templates/report.html.j2", "lifeguard/report/templates/report.js"} <= set(names)
 
     environment = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(environment)
     python = environment / "bin" / "python"
-    installed = _run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], tmp_path, BUILD_TIMEOUT)
+    # Of its dependencies, `lifeguard run --report` needs only the page's template engine.
+    installed = _run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel), "jinja2", "markupsafe"],
+                     tmp_path, BUILD_TIMEOUT)
     assert installed.returncode == 0, installed.stdout + installed.stderr
 
     elsewhere = tmp_path / "elsewhere"
@@ -65,3 +68,5 @@ def test_a_wheel_install_runs_the_bundled_scenarios(tmp_path: Path) -> None:
     site = str(environment.resolve())
     assert all(s["where"].startswith(site) for s in data["summaries"]), [s["where"] for s in data["summaries"]]
     assert not any(elsewhere.iterdir())  # nothing of lifeguard's lands in the user's folder
+    page = (report / "report.html").read_text()  # the templates came with the wheel; the charts' extra did not
+    assert "lifeguard report: all as expected" in page and "pip install &#39;lifeguard[html]&#39;" in page

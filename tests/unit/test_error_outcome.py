@@ -130,7 +130,7 @@ def test_every_sink_shows_the_error(with_error: Session, tmp_path: Path) -> None
     assert error is not None and "lifeguard failed run 1" in error.get("message", "")
     assert "Traceback" in (error.text or "")
 
-    assert "1 run(s) failed by lifeguard&#x27;s own error" in render(with_error)
+    assert "1 run(s) failed by lifeguard&#39;s own error" in render(with_error)
 
 
 def test_a_session_stopped_by_lifeguard_is_not_green(with_error: Session) -> None:
