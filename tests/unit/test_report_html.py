@@ -185,7 +185,6 @@ def test_the_page_says_how_to_get_charts_without_the_extra(tmp_path: Path, monke
 
 def test_a_10000_run_page_stays_small_and_lists_every_run(tmp_path: Path) -> None:
     """Synthetic runs (no process ran), written through the real sink: the page's size at 10,000 runs."""
-    pytest.importorskip("vl_convert")
     session = write_synthetic_report(tmp_path / "r", 10_000)
     page_file = tmp_path / "r" / "report.html"
     size = page_file.stat().st_size
