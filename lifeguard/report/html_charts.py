@@ -106,8 +106,9 @@ def along_spec(title: str, outcomes: Sequence[tuple[int, str]], first_failure: i
             "encoding": {"x": {"field": "run", "type": "quantitative", "bin": {"step": step, "extent": [1, runs + 1]},
                                "title": f"run number ({'one run' if step == 1 else f'{step} runs'} a bar)",
                                "axis": {"format": "d", "tickMinStep": 1}},
+                         # One run a bar: every bar is 1 high, its colour says it all (no axis).
                          "y": {"aggregate": "count", "type": "quantitative", "title": "runs",
-                               "axis": {"format": "d", "tickMinStep": 1}},
+                               "axis": None if step == 1 else {"format": "d", "tickMinStep": 1}},
                          "color": {"field": "outcome", "type": "nominal", "title": "outcome",
                                    "scale": {"domain": present,
                                              "range": [OUTCOME_COLOURS[o] for o in present]}}}}
@@ -116,7 +117,7 @@ def along_spec(title: str, outcomes: Sequence[tuple[int, str]], first_failure: i
         layers.append({"data": {"values": [{"run": first_failure + 1}]},
                        "mark": {"type": "rule", "strokeDash": [4, 3], "color": "#000"},
                        "encoding": {"x": {"field": "run", "type": "quantitative"}}})
-    return {**_base(for_xml(title), values), "width": 520, "height": 90, "layer": layers}
+    return {**_base(for_xml(title), values), "width": 520, "height": 40 if step == 1 else 90, "layer": layers}
 
 
 class Charts:
