@@ -15,6 +15,7 @@ import pytest
 
 from tests.helpers import Pace
 from tests.integration.report_cases import CODE, RUNS, SERIES, make_report, runs_of
+from tests.synthetic_report import write_synthetic_report
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +96,16 @@ def test_links_work_once_the_folder_is_moved(report: Path, tmp_path: Path) -> No
         assert (moved / unquote(link)).exists(), link
     assert any(link.endswith("/backtraces.txt") for link in links)  # the hang's, and the crash's stacks
     assert any(link.endswith("/stderr.txt") for link in links)
+
+
+def test_a_10000_run_page_stays_small_and_lists_every_run(tmp_path: Path) -> None:
+    """Synthetic runs (no process ran), written through the real sink: the page's size at 10,000 runs."""
+    session = write_synthetic_report(tmp_path / "r", 10_000)
+    page_file = tmp_path / "r" / "report.html"
+    size = page_file.stat().st_size
+    assert size < 5 * 2**20, f"{size:,} bytes"
+    page = page_file.read_text()
+    data = table_of(page)
+    assert len(data["rows"]) == 10_000 == session.finished
+    assert page.count("<svg") == 2 + sum(1 for s in session.summaries if s.runs - s.counts.get("passed", 0))
+    assert 'id="rate-chart"' in page and 'id="duration-chart"' in page

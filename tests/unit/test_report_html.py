@@ -1,7 +1,7 @@
 """report.html from result objects (no process: the runs here are made, the real ones are in
 tests/integration/test_report_html.py): hostile text shown and inert, the runs' table as one JSON array,
-verdicts in order, links relative to the report folder, the charts or the word on how to get them, and the
-size of a 10,000-run page."""
+verdicts in order, links relative to the report folder, the charts or the word on how to get them, a
+pytest session's hundreds of series."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from lifeguard.model.tally import SeriesTally
 from lifeguard.report.files import JsonlSink
 from lifeguard.report.html import render
 from lifeguard.report.html_evidence import harness_lines, href
-from tests.synthetic_report import write_synthetic_report
 
 PYTHON = Interpreter(executable="/usr/bin/python3.11", version=(3, 11, 7), include="/usr/include/python3.11",
                      ext_suffix=".cpython-311-x86_64-linux-gnu.so", soabi="cpython-311-x86_64-linux-gnu",
@@ -183,14 +182,16 @@ def test_the_page_says_how_to_get_charts_without_the_extra(tmp_path: Path, monke
     assert "Charts need the html extra: pip install &#39;lifeguard[html]&#39;" in page and "<svg" not in page
 
 
-def test_a_10000_run_page_stays_small_and_lists_every_run(tmp_path: Path) -> None:
-    """Synthetic runs (no process ran), written through the real sink: the page's size at 10,000 runs."""
-    session = write_synthetic_report(tmp_path / "r", 10_000)
-    page_file = tmp_path / "r" / "report.html"
-    size = page_file.stat().st_size
-    assert size < 5 * 2**20, f"{size:,} bytes"
-    page = page_file.read_text()
-    data = table_of(page)
-    assert isinstance(data["rows"], list) and len(data["rows"]) == 10_000 == session.finished
-    assert page.count("<svg") == 2 + sum(1 for s in session.summaries if s.runs - s.counts.get("passed", 0))
-    assert 'id="rate-chart"' in page and 'id="duration-chart"' in page
+def test_a_pytest_session_of_300_tests_keeps_its_summary_usable(tmp_path: Path) -> None:
+    """One series a test, named by its node id, one run each: the failures on top, the expected series
+    folded, the charts bounded, every test in the table."""
+    names = [f"tests/test_mod{n % 7}.py::test_case[{n}]" for n in range(300)]
+    failing = {names[17], names[250]}
+    results = [crashed(name, 0, tmp_path / "runs" / f"t{n}") if name in failing else passed(name, 0)
+               for n, name in enumerate(names)]
+    page, _ = page_of(tmp_path, results, [scenario(name) for name in names])
+    order = re.findall(r'<tr class="series (\w+)" data-name="([^"]*)">', page)
+    assert len(order) == 300 and {name for _, name in order[:2]} == {f"{n}[default]" for n in failing}
+    assert '<input type="checkbox" id="show-expected"> show the 298 expected series' in page  # folded
+    assert "40 of 300 series drawn" in page and page.count("<svg") == 2 + 2
+    assert len(table_of(page)["rows"]) == 300  # type: ignore[arg-type]
