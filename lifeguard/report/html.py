@@ -261,16 +261,22 @@ def render(session: Session, runs: Iterable[dict[str, Any]] | None = None, base:
         view.durations.sort()
         if view in failing:
             view.evidence = [run_evidence(r, base) for r in _evidence_runs(session, view.summary)]
-    for view in failing[:ALONG_CHARTS]:
+    along = failing[:ALONG_CHARTS]
+    specs = []
+    for view in along:
         first = view.summary.stats.runs_to_first_failure if view.summary.stats else None
-        view.along_svg = charts.svg(along_spec(f"Outcomes along {view.label}", sorted(view.outcomes),
-                                               None if first is None else first - 1))
+        specs.append(along_spec(f"Outcomes along {view.label}", sorted(view.outcomes),
+                                None if first is None else first - 1))
     drawn = (failing + [v for v in views if v not in failing])[:CHART_SERIES]
     points = [SeriesPoint(chart_label(v.number, v.label), v.summary.verdict.value, v.summary.stats.rate,
                           v.summary.stats.rate_low, v.summary.stats.rate_high, v.summary.stats.bound_text(),
                           v.durations) for v in sorted(drawn, key=lambda v: v.number) if v.summary.stats]
-    rate_svg = charts.svg(rate_spec(points)) if points else None
-    duration_svg = charts.svg(duration_spec(points)) if points else None
+    if points:
+        specs += [rate_spec(points), duration_spec(points)]
+    svgs = charts.render(specs)
+    for view, svg in zip(along, svgs, strict=False):
+        view.along_svg = svg
+    rate_svg, duration_svg = svgs[len(along):] if points else (None, None)
     state, good = _state(session)
     from markupsafe import Markup
 

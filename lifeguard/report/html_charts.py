@@ -2,8 +2,8 @@
 (vl-convert, the ``lifeguard[html]`` extra), so the page needs no script library, no CDN and no network.
 
 Without the extra every chart is None and the page says how to get them; the figures stay in its tables.
-The library is imported only here, when a page is written: ``import lifeguard`` and a run without
-``--report`` never load it.
+The library is loaded only in a child process that draws a page's charts (Charts.render): ``import
+lifeguard``, a run without ``--report``, and the supervisor itself never load it.
 """
 
 from __future__ import annotations
@@ -120,24 +120,77 @@ def along_spec(title: str, outcomes: Sequence[tuple[int, str]], first_failure: i
     return {**_base(for_xml(title), values), "width": 520, "height": 40 if step == 1 else 90, "layer": layers}
 
 
+# The renderer runs in a child of this interpreter, with a deadline: its JavaScript engine takes some 60 MB that
+# would otherwise stay in the supervisor (or in a pytest process) after the page is written, and a renderer
+# that hangs or crashes loses the charts, not the page. It reads the specs as one JSON list on stdin and writes
+# one SVG (or the first line of its error: the rest is the renderer's own JavaScript stack) for each.
+RENDER_TIMEOUT = 120.0  # seconds for every chart of a page (a 10,000-run page takes about 2 s)
+RENDER_CHILD = """
+import json, sys
+import vl_convert
+out = []
+for spec in json.load(sys.stdin):
+    try:
+        out.append(vl_convert.vegalite_to_svg(spec))
+    except Exception as exc:
+        out.append({"error": type(exc).__name__ + ": " + (str(exc).splitlines() or [""])[0]})
+json.dump(out, sys.stdout)
+"""
+ERROR_CHARS = 300
+
+
 class Charts:
-    """Renders specs to SVG text, or says why it cannot (the extra is missing, or the renderer failed)."""
+    """Renders specs to SVG text in one child process, or says why it cannot (``missing``: the extra is not
+    installed, or the renderer failed)."""
 
     def __init__(self) -> None:
-        try:
-            import vl_convert  # the lifeguard[html] extra: only where a page is written
-        except ImportError:
-            self.converter: Any = None
-            self.missing = f"Charts need the html extra: {INSTALL_HINT}"
-        else:
-            self.converter = vl_convert
-            self.missing = ""
+        import importlib.util
 
-    def svg(self, spec: dict[str, Any]) -> str | None:
-        if self.converter is None:
-            return None
         try:
-            return str(self.converter.vegalite_to_svg(spec))
-        except Exception as exc:  # a chart the renderer refuses loses the chart, not the page
-            self.missing = f"a chart could not be drawn ({type(exc).__name__}: {exc})"
-            return None
+            found = importlib.util.find_spec("vl_convert") is not None
+        except (ImportError, ValueError):  # a module set to None (tests) or a broken parent package
+            found = False
+        self.missing = "" if found else f"Charts need the html extra: {INSTALL_HINT}"
+
+    def render(self, specs: Sequence[dict[str, Any]]) -> list[str | None]:
+        """One SVG text for each of ``specs``, None where none could be drawn."""
+        if not specs or self.missing:
+            return [None] * len(specs)
+        import json
+        import os
+        import signal
+        import subprocess
+        import sys
+
+        try:
+            child = subprocess.Popen([sys.executable, "-c", RENDER_CHILD], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as exc:
+            self.missing = f"the charts could not be drawn: {exc}"
+            return [None] * len(specs)
+        try:
+            out, err = child.communicate(json.dumps(specs).encode(), timeout=RENDER_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait(RENDER_TIMEOUT)
+            for stream in (child.stdin, child.stdout, child.stderr):
+                if stream is not None:
+                    stream.close()
+            self.missing = f"the charts could not be drawn in {RENDER_TIMEOUT:.0f} s"
+            return [None] * len(specs)
+        try:
+            drawn = json.loads(out) if child.returncode == 0 else None
+        except ValueError:
+            drawn = None
+        if not isinstance(drawn, list) or len(drawn) != len(specs):
+            said = err.decode("utf-8", "replace").strip()[-ERROR_CHARS:]
+            self.missing = f"the charts could not be drawn (renderer exit code {child.returncode}: {said})"
+            return [None] * len(specs)
+        result: list[str | None] = []
+        for item in drawn:
+            if isinstance(item, str):
+                result.append(item)
+            else:
+                self.missing = f"a chart could not be drawn ({str(item.get('error'))[:ERROR_CHARS]})"
+                result.append(None)
+        return result

@@ -109,3 +109,14 @@ def test_a_10000_run_page_stays_small_and_lists_every_run(tmp_path: Path) -> Non
     assert len(data["rows"]) == 10_000 == session.finished
     assert page.count("<svg") == 2 + sum(1 for s in session.summaries if s.runs - s.counts.get("passed", 0))
     assert 'id="rate-chart"' in page and 'id="duration-chart"' in page
+
+
+def test_a_chart_the_renderer_refuses_loses_that_chart_not_the_page() -> None:
+    from lifeguard.report.html_charts import Charts
+
+    charts = Charts()
+    assert charts.missing == ""  # the test extra installs the renderer
+    good = {"data": {"values": [{"a": 1}]}, "mark": "point", "encoding": {"x": {"field": "a", "type": "quantitative"}}}
+    drawn = charts.render([good, {"mark": "no-such-mark", "data": {"values": []}}])
+    assert drawn[0] is not None and drawn[0].startswith("<svg") and drawn[1] is None
+    assert charts.missing.startswith("a chart could not be drawn (ValueError: ") and "\n" not in charts.missing
