@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
-
-import pytest
 
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome, Phase
@@ -42,13 +39,6 @@ Current thread 0x00007f4a4b1bfb80 (most recent call first):
   File "/root/.cache/lifeguard/childpath/7e9d84e1/lifeguard/child/bootstrap.py", line 167 in main
   File "<string>", line 1 in <module>
 '''
-
-
-@pytest.fixture(autouse=True)
-def charts_not_drawn(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The charts are drawn by a child process and tests/unit starts none: the pages here are those of an
-    install without the html extra (tests/integration and the browser tests draw them)."""
-    monkeypatch.setitem(sys.modules, "vl_convert", None)  # find_spec, and import, now fail
 
 
 def scenario(name: str, expect: str = "passed", code: str | None = None) -> Scenario:
@@ -199,5 +189,5 @@ def test_a_pytest_session_of_300_tests_keeps_its_summary_usable(tmp_path: Path) 
     order = re.findall(r'<tr class="series (\w+)" data-name="([^"]*)">', page)
     assert len(order) == 300 and {name for _, name in order[:2]} == {f"{n}[default]" for n in failing}
     assert '<input type="checkbox" id="show-expected"> show the 298 expected series' in page  # folded
-    assert "<svg" not in page and "Charts need the html extra" in page  # (charts_not_drawn)
+    assert "<svg" not in page and "Charts need the html extra" in page  # (conftest: no chart child here)
     assert len(table_of(page)["rows"]) == 300  # type: ignore[arg-type]
