@@ -15,7 +15,7 @@ import ast
 import json
 import shlex
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -153,9 +153,11 @@ def _ordered(session: Session) -> list[SeriesSummary]:
 class _Table:
     """The runs' table as compact rows, gathered from the stream of run dicts (results.jsonl read back)."""
 
-    def __init__(self, series: dict[tuple[str, str], SeriesView], base: Path | None) -> None:
+    def __init__(self, series: dict[tuple[str, str], SeriesView], base: Path | None,
+                 link: Callable[[str, Path | None], str]) -> None:
         self.series = series
         self.base = base
+        self.link = link  # html_evidence.href: a path as the page links to it
         self.rows: list[list[Any]] = []
         self.not_listed = 0
         self.words: dict[str, int] = {}  # outcome, phase, mode and perturbation texts: each stored once
@@ -195,9 +197,7 @@ class _Table:
             self.not_listed += 1
             return
         folder = str(run.get("run_dir") or "")
-        from lifeguard.report.html_evidence import href
-
-        link = href(folder, self.base) + "/" if folder and outcome is not Outcome.PASSED else ""
+        link = self.link(folder, self.base) + "/" if folder and outcome is not Outcome.PASSED else ""
         self.rows.append([view.number, index, self.word(outcome.value), self.word(str(run.get("phase") or "")),
                           round(duration, 3), run.get("seed", 0), self.word(str(run.get("mode", ""))),
                           self.word(", ".join(perturbations)), link, int(accepted)])
@@ -246,12 +246,12 @@ def _run_dicts(session: Session) -> Iterator[dict[str, Any]]:
 def render(session: Session, runs: Iterable[dict[str, Any]] | None = None, base: Path | None = None) -> str:
     """The page of ``session``. ``runs``: every run as results.jsonl holds it, in order (default: the runs
     the session kept in memory); ``base``: the report folder, which links to evidence are relative to."""
-    from lifeguard.report.html_evidence import run_evidence
+    from lifeguard.report.html_evidence import href, run_evidence
 
     scenarios = {s.name: s for s in session.scenarios}
     views = [SeriesView(n, s, f"{s.scenario}[{s.variant}]") for n, s in enumerate(_ordered(session), 1)]
     by_key = {(v.summary.scenario, v.summary.variant): v for v in views}
-    table = _Table(by_key, base)
+    table = _Table(by_key, base, href)
     for run in (_run_dicts(session) if runs is None else runs):
         table.add(run)
     charts = Charts()
