@@ -18,8 +18,10 @@ from lifeguard.model.stacks import Frame, ProcessStacks, SignalInfo, ThreadStack
 
 # At most this many one-line threads a process; the rest are counted (all are in backtraces.txt).
 MAX_SUMMARY_THREADS = 24
-# libffi and _ctypes: the call that ends a forked pytest test (ctypes.pythonapi.Py_Exit) sits under its exit.
-_SYSTEM = ("libc.so", "libc-", "libpthread", "ld-linux", "libffi.so", "_ctypes.")
+_SYSTEM = ("libc.so", "libc-", "libpthread", "ld-linux")
+# The call that ends a test forked from pytest (ctypes.pythonapi.Py_Exit) sits under its exit's frames: outer
+# plumbing there, hidden with the rest of the start-up (a crash *in* a ctypes call keeps them: they are inner).
+_CTYPES_CALL = ("libffi.so", "_ctypes.")
 # Native frames that are only how a thread starts or how the interpreter runs code.
 _STARTUP = ("_start", "__libc_start", "main", "Py_BytesMain", "Py_RunMain", "Py_Main", "pymain_", "PyRun_",
             "run_mod", "run_eval_code_obj", "start_thread", "clone", "clone3", "thread_run", "pythread_wrapper")
@@ -51,7 +53,8 @@ def _is_plumbing(frame: Frame) -> bool:
         return frame.is_harness or frame.file == "<string>"  # the bootstrap's -c line
     function = frame.function or ""
     library = frame.library or ""
-    return function.startswith(_STARTUP) or _is_interpreter(frame) or any(part in library for part in _SYSTEM)
+    return (function.startswith(_STARTUP) or _is_interpreter(frame)
+            or any(part in library for part in (*_SYSTEM, *_CTYPES_CALL)))
 
 
 _CLEANUP_FUNCTIONS = tuple(name for names, _ in CLEANUP_STEPS for name in names)
