@@ -46,9 +46,8 @@ _dropped: list[object] = []  # the harness's modules, kept alive in the child: n
 
 def snapshot_harness_modules() -> None:
     """Called in the pytest process before collection: the modules loaded now belong to the harness."""
-    if not _harness:
-        _harness.append(tuple(name for name in sys.modules
-                              if name not in ALWAYS_KEPT and name.partition(".")[0] not in ALWAYS_KEPT))
+    _harness[:] = [tuple(name for name in sys.modules
+                         if name not in ALWAYS_KEPT and name.partition(".")[0] not in ALWAYS_KEPT)]
 
 
 def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: dict[str, Any],

@@ -19,6 +19,7 @@ import os
 import shlex
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -43,7 +44,7 @@ SHOWN_OUTPUT_LIMIT = 1024 * 1024  # of a run's stdout / stderr handed to pytest'
 # Python does not list): they hold no lock a forked test could need. Those running when the session started are
 # the harness's; lifeguard's own are named.
 HARNESS_THREAD_PREFIX = "lifeguard-"
-_baseline: list[tuple[int, frozenset[int]]] = []
+_baseline: list[tuple[int, weakref.WeakSet[threading.Thread]]] = []
 
 
 def _native_threads() -> int:
@@ -54,19 +55,20 @@ def _native_threads() -> int:
 
 
 def note_harness_threads() -> None:
-    """Called as the session starts: the threads running now are the harness's."""
-    if not _baseline:
-        _baseline.append((_native_threads(), frozenset(t.ident for t in threading.enumerate() if t.ident)))
+    """Called as a session starts: the threads running now are the harness's (the objects, not their idents,
+    which a new thread may reuse)."""
+    _baseline[:] = [(_native_threads(), weakref.WeakSet(threading.enumerate()))]
 
 
 def foreign_threads() -> list[str]:
     """Threads of this process other than the harness's: a fork copies none of them, so a forked test that
     needs one (or a lock one holds) would hang where plain pytest would not."""
-    native_before, python_before = _baseline[0] if _baseline else (1, frozenset())
+    native_before, python_before = _baseline[0] if _baseline else (1, weakref.WeakSet())
+    known = len(python_before)
     names = [thread.name for thread in threading.enumerate()
-             if thread.ident not in python_before and not thread.name.startswith(HARNESS_THREAD_PREFIX)]
+             if thread not in python_before and not thread.name.startswith(HARNESS_THREAD_PREFIX)]
     python_now = threading.active_count()
-    extra_native = (_native_threads() - python_now) - (native_before - len(python_before))
+    extra_native = (_native_threads() - python_now) - (native_before - known)
     if extra_native > 0:  # threads started by native code since (an extension's thread pool)
         names.append(f"{extra_native} native thread(s)")
     return names
@@ -193,26 +195,38 @@ def run_guarded(item: pytest.Item, runtest: Callable[[], object], settings: Sett
     if pytest_timeout is not None:
         timeout = min(timeout, pytest_timeout)
     repeat = settings.repeat or 1
-    threads = foreign_threads() if settings.mode != "fresh" else []
-    fresh = settings.mode == "fresh" or (settings.mode == "auto" and bool(threads))
-    if fresh and can_run_fresh(item):
-        from lifeguard.pytest_plugin.marker import MarkerOptions
-        from lifeguard.pytest_plugin.runner import run_marked_test
-
-        options = MarkerOptions(timeout=timeout, repeat={"*": repeat}, expect={DEFAULT_VARIANT: "passed"},
-                                fixture=None, timeout_given=True, repeat_given=True)
-        assert isinstance(item, pytest.Function)
-        run_marked_test(item, options, settings, record)
+    if settings.mode == "fresh":  # asked for: a test that cannot run so is refused, naming why
+        _run_fresh(item, settings, record, timeout, repeat)
+        return
+    threads = foreign_threads()
+    if settings.mode == "auto" and threads and can_run_fresh(item):
+        _run_fresh(item, settings, record, timeout, repeat)
         return
     note = ""
-    if fresh:
-        note = ("ran forked although --lifeguard-mode asked for a new interpreter: this test cannot run in one "
-                "(not a plain function, or arguments that cannot be sent)")
     if threads:
-        note = (f"{note}; " if note else "") + (
-            f"forked while pytest's process ran other threads ({', '.join(threads[:5])}): the child has none "
-            "of them, so a hang on a lock one of them held would be the fork's, not the test's")
+        note = (f"forked while pytest's process ran other threads ({', '.join(threads[:5])}): the child has none "
+                "of them, so a hang on a lock one of them held would be the fork's, not the test's")
     run_forked(item, _checked(item, runtest), record, timeout=timeout, repeat=repeat, note=note)
+
+
+def _run_fresh(item: pytest.Item, settings: Settings, record: SessionRecord, timeout: float, repeat: int) -> None:
+    import inspect
+
+    from lifeguard.errors import MarkerError
+    from lifeguard.pytest_plugin.marker import MarkerOptions
+    from lifeguard.pytest_plugin.runner import run_marked_test
+
+    function = getattr(item, "obj", None)
+    if not isinstance(item, pytest.Function) or not inspect.isfunction(function):
+        raise MarkerError(f"--lifeguard-mode fresh: {item.nodeid} is a {type(item).__name__}, not a test function: "
+                          "a new interpreter cannot run it (--lifeguard-mode fork or auto forks it)")
+    if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function) or \
+            inspect.isgeneratorfunction(function):
+        raise MarkerError(f"--lifeguard-mode fresh: {item.nodeid} is an async or generator test: a new interpreter "
+                          "cannot run it (--lifeguard-mode fork or auto forks it, with its event loop plugin)")
+    options = MarkerOptions(timeout=timeout, repeat={"*": repeat}, expect={DEFAULT_VARIANT: "passed"},
+                            fixture=None, timeout_given=True, repeat_given=True)
+    run_marked_test(item, options, settings, record)  # refuses arguments that cannot be sent, naming them
 
 
 def _checked(item: pytest.Item, runtest: Callable[[], object]) -> Callable[[], object]:

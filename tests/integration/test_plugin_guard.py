@@ -353,3 +353,46 @@ def test_a_stopped_pytest_leaves_no_forked_test_behind(plugin_env: pytest.Pytest
         assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
         report = json.loads((plugin_env.path / "out" / "report.json").read_text())
         assert report["interrupted"] is True  # an interrupted session is never "all as expected"
+
+
+MODES = """
+import threading
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def server_thread():
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, name="fixture-server", daemon=True)
+    thread.start()
+    yield
+    stop.set()
+
+
+def test_plain_data(tmp_path):
+    pass
+
+
+def test_needs_request(request):
+    pass
+"""
+
+
+def test_modes_decide_fork_or_fresh_and_fresh_refuses_what_it_cannot_run(plugin_env: pytest.Pytester) -> None:
+    plugin_env.makepyfile(test_modes=MODES)
+    # auto, with a thread of a session fixture running: fresh where the arguments can be sent, else forked
+    # with a note saying so.
+    auto = plugin_env.runpytest("--lifeguard", "--lifeguard-report", "auto")
+    auto.assert_outcomes(passed=2)
+    runs = {run["scenario"].rpartition("::")[2]: run
+            for run in json.loads((plugin_env.path / "auto" / "report.json").read_text())["runs"]}
+    assert runs["test_plain_data"]["mode"] == "fresh"
+    assert runs["test_needs_request"]["mode"] == "pytest-fork"
+    assert any("fixture-server" in note for note in runs["test_needs_request"]["notes"])
+    # fresh, asked for: a test whose arguments cannot be sent is refused, named with its argument.
+    fresh = plugin_env.runpytest("--lifeguard", "--lifeguard-mode", "fresh")
+    fresh.assert_outcomes(passed=1, failed=1)
+    assert "argument 'request' (TopRequest) cannot be used in a fresh interpreter" in fresh.stdout.str()
+    # fork, asked for: both forked.
+    plugin_env.runpytest("--lifeguard", "--lifeguard-mode", "fork").assert_outcomes(passed=2)
