@@ -97,6 +97,13 @@ class BuildCacheError(LifeguardError):
     EXIT_CODE = EXIT_USAGE  # an environment problem the user can fix
 
 
+class MergeError(UsageError):
+    """`lifeguard merge` was given folders that are not the shards of one whole plan; the message says which."""
+
+    HELP_TEXT = ("Pass the --report folder of every shard of one plan, each written by `lifeguard run --shard K/N "
+                 "--report DIR` with the same scenarios, options, lifeguard and interpreter.")
+
+
 class ReportDirError(ConfigurationError):
     """The report folder (``--report``, ``--lifeguard-report``) cannot be written; the message says why."""
 

@@ -25,6 +25,7 @@ from lifeguard.cli.options import (
     positive_float,
     positive_int,
     seed_value,
+    shard_value,
     split_plain_target,
 )
 from lifeguard.cli.session import SessionSetup, exit_code, run_session
@@ -159,6 +160,12 @@ class Run(Selecting):
                             help="keep repeating every scenario x variant until SECONDS have passed")
         stress.add_argument("--seed", type=seed_value, metavar="N",
                             help="replay: run with this seed (printed for every failed run); one run unless --repeat")
+        stress.add_argument("--shard", type=shard_value, metavar="K/N",
+                            help="run shard K of N of the plan: a deterministic 1/N of its runs (each series' runs "
+                                 "spread over the shards); `lifeguard merge` combines the shards' --report folders")
+        stress.add_argument("--base-seed", type=seed_value, metavar="N",
+                            help="derive every run's seed from N (default: random; with --shard, derived from the "
+                                 "plan, so every shard agrees)")
         stress.add_argument("--perturb", type=perturbation_list, default=(), metavar="LIST",
                             help="comma-separated perturbations, or 'all': " + ", ".join(PERTURBATIONS))
         stress.add_argument("--mode", choices=MODES, default="auto",
@@ -175,7 +182,8 @@ class Run(Selecting):
         options = PlanOptions(repeat=args.repeat, timeout=args.timeout, variants=self.variants(args),
                               cores=not args.no_native, keep_cores=args.keep_cores, backtrace=args.backtrace,
                               until_fail=args.until_fail, duration=args.duration, seed=args.seed,
-                              perturbations=args.perturb, mode=args.mode, exitfirst=args.exitfirst)
+                              perturbations=args.perturb, mode=args.mode, exitfirst=args.exitfirst,
+                              shard=args.shard, base_seed=args.base_seed)
         several = sum(s.is_plain for s in scenarios) > 1 or (args.repeat or 1) > 1 or args.until_fail \
             or bool(args.duration)
         setup = SessionSetup(interpreter, jobs=args.jobs, verbose=args.verbose, report_dir=args.report,
@@ -353,4 +361,29 @@ def module_missing(session: Session, module: str) -> str | None:
 
 
 # The subcommands, in the order `lifeguard --help` lists them: adding one is a class and a line here.
-COMMANDS: tuple[Command, ...] = (Run(), List(), Build(), Doctor(), Probe())
+class Merge(Command):
+    """Combine the report folders of a plan's shards into one session's report.
+
+    Reads each DIR written by `lifeguard run --shard K/N --report DIR`, checks that they are shards of one plan
+    (the same plan, lifeguard version, interpreter and base seed, and one of each K), names the shards that
+    are missing, and writes OUT as one session: results.jsonl, report.json (statistics and verdicts over every
+    run), junit.xml, report.html, and every failed run's evidence under OUT/runs/. Exit 0: every merged verdict
+    as expected; 1: some unexpected; 2: the folders are not the shards of one whole plan.
+    """
+
+    name = "merge"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("folders", nargs="+", type=Path, metavar="DIR", help="the shards' report folders")
+        parser.add_argument("--report", type=Path, metavar="OUT", required=True,
+                            help="the merged report folder (created; an earlier report in it is replaced)")
+        parser.add_argument("--color", choices=COLOR_CHOICES, default="auto",
+                            help="colour the verdicts: auto (a terminal, unless NO_COLOR is set), yes, no")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from lifeguard.report.merge import merge_shards  # only for this command
+
+        return exit_code(merge_shards(args.folders, args.report, color=args.color))
+
+
+COMMANDS: tuple[Command, ...] = (Run(), List(), Build(), Doctor(), Probe(), Merge())

@@ -10,7 +10,7 @@ from typing import Any, NoReturn, TypeVar
 
 from lifeguard.errors import ArgumentError, LifeguardError
 from lifeguard.model.outcomes import Expectation
-from lifeguard.model.validate import positive_count, positive_seconds, seed
+from lifeguard.model.validate import positive_count, positive_seconds, seed, shard
 from lifeguard.plan.discover import PlainTarget
 from lifeguard.plan.perturbations import parse_perturbations
 
@@ -33,6 +33,7 @@ def _argparse_type(validator: Callable[[Any, str], T], name: str) -> Callable[[s
 positive_int = _argparse_type(positive_count, "positive_int")
 positive_float = _argparse_type(positive_seconds, "positive_float")
 seed_value = _argparse_type(seed, "seed_value")
+shard_value = _argparse_type(shard, "shard_value")
 
 
 def jobs_value(text: str) -> int:

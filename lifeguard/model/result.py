@@ -348,6 +348,9 @@ class Session:
     runs_dir: Path | None = None
     base_seed: int = 0
     membership: str = ""  # how runs' processes were tracked: "cgroup2", "cgroup1-pids" or "subreaper"
+    plan: str = ""  # the plan's fingerprint (plan.scheduler.plan_fingerprint): shards of one plan share it
+    shard: str = ""  # "K/N" when this session ran shard K of N of the plan; "" for the whole plan
+    merged: tuple[str, ...] = ()  # `lifeguard merge`: the shard report folders this session was made from
 
     @property
     def all_expected(self) -> bool:

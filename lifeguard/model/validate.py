@@ -56,3 +56,15 @@ def seed(value: Any, source: str) -> int:
     if not 0 <= number < SEED_LIMIT:
         raise ValueError(_where(source, f"{value!r} must be between 0 and 2**32-1"))
     return number
+
+
+def shard(value: Any, source: str) -> tuple[int, int]:
+    """``K/N``: shard K of N, 1 <= K <= N."""
+    text = str(value).strip()
+    first, slash, second = text.partition("/")
+    if not slash or not first.isdigit() or not second.isdigit():
+        raise ValueError(_where(source, f"{value!r} is not K/N (shard K of N, e.g. 2/3)"))
+    number, count = int(first), int(second)
+    if not 1 <= number <= count:
+        raise ValueError(_where(source, f"{value!r}: K must be between 1 and N"))
+    return number, count

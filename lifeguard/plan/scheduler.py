@@ -49,6 +49,34 @@ class PlanOptions:
     perturbations: tuple[str, ...] = ()
     mode: str = "auto"  # "auto", "fresh" or "fork-server"
     exitfirst: bool = False  # -x: stop starting runs at the first unexpected verdict
+    shard: tuple[int, int] | None = None  # (K, N): this session runs shard K of N of the plan's runs
+
+
+def plan_fingerprint(series: Sequence[tuple[Scenario, str, int]], options: PlanOptions) -> str:
+    """What shards of one plan share: its series (name, variant, runs, expectation as declared), and the
+    options that change what a run does. ``lifeguard merge`` refuses shards whose fingerprints differ."""
+    import hashlib
+
+    parts = [f"{item.name}\0{variant}\0{cap}\0{item.expect.get(variant)!r}\0{item.timeout}" for item, variant, cap
+             in series]
+    parts.append(repr((options.timeout, options.perturbations, options.mode, options.until_fail, options.duration,
+                       options.seed)))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def shard_base_seed(fingerprint: str) -> int:
+    """The base seed every shard of a plan derives when none is given: the same in each, so no two shards
+    ever run the same run with the same seed (they never run the same run at all)."""
+    return int(fingerprint[:8], 16)
+
+
+def first_in_shard(position: int, shard: tuple[int, int] | None) -> tuple[int, int]:
+    """(first run index, step) of a series at ``position`` in the plan for ``shard``: runs spread over the
+    shards round robin, each series starting one shard further, so short series fill every shard too."""
+    if shard is None:
+        return 0, 1
+    number, count = shard
+    return (number - 1 - position) % count, count
 
 
 def run_seed(base_seed: int, scenario: str, variant: str, index: int) -> int:
@@ -151,7 +179,10 @@ def replay_command(item: Scenario, variant: str, seed: int, perturbations: tuple
 class _Series:
     scenario: Scenario
     variant: str
-    cap: int  # 0: no cap
+    cap: int  # 0: no cap; with a shard, this shard's share
+    first: int = 0  # the run index of this series' first run here, and the step between runs (shards)
+    step: int = 1
+    here: bool = True  # False: the series has no run in this shard
     issued: int = 0
     failures: int = 0
     stopped: bool = False
@@ -171,11 +202,27 @@ class Scheduler:
     def __post_init__(self) -> None:
         check_perturbations(self.options.perturbations)
         self._lock = threading.Lock()
-        self._state = [_Series(s, v, cap) for s, v, cap in self.series]
-        self.base_seed = self.options.base_seed if self.options.base_seed is not None else random.getrandbits(32)
+        self.fingerprint = plan_fingerprint(self.series, self.options)
+        self._state = []
+        for position, (item, variant, cap) in enumerate(self.series):
+            first, step = first_in_shard(position, self.options.shard)
+            share = cap if cap == 0 else max(0, -(-(cap - first) // step))  # indices first, first+step, ... < cap
+            # A series with no run in this shard is not this shard's (stopped, never summarised here).
+            here = cap == 0 or share > 0
+            self._state.append(_Series(item, variant, share, first, step, here=here, stopped=not here))
+        if self.options.base_seed is not None:
+            self.base_seed = self.options.base_seed
+        elif self.options.shard is not None:
+            self.base_seed = shard_base_seed(self.fingerprint)
+        else:
+            self.base_seed = random.getrandbits(32)
         # Replay lines name --python only when the children run under another interpreter than lifeguard's.
         same = os.path.realpath(self.interpreter.executable) == os.path.realpath(sys.executable)
         self._replay_python = None if same else self.interpreter.executable
+
+    def series_here(self) -> list[tuple[Scenario, str, int]]:
+        """The series with runs in this session: every one, or those of its shard (with this shard's count)."""
+        return [(s.scenario, s.variant, s.cap) for s in self._state if s.here]
 
     @property
     def total(self) -> int | None:
@@ -195,7 +242,7 @@ class Scheduler:
             if not live:
                 return None
             chosen = min(live, key=lambda s: s.issued)  # round robin: interleave the series
-            index = chosen.issued
+            index = chosen.first + chosen.issued * chosen.step
             chosen.issued += 1
             native = chosen.failures < NATIVE_EVIDENCE_PER_SERIES
         return self.make_spec(chosen.scenario, chosen.variant, index, native=native)

@@ -113,7 +113,10 @@ class TerminalSink:
             return
         interp = session.interpreter
         planned = plural(total_runs) if total_runs is not None else "runs until failure or time"
-        self.print(f"lifeguard {__version__}: {planned} of {len(session.scenarios)} scenario(s) "
+        part = f" (shard {session.shard} of the plan)" if session.shard else ""
+        if session.merged:
+            part = f" (merged from {len(session.merged)} shards)"
+        self.print(f"lifeguard {__version__}: {planned} of {len(session.scenarios)} scenario(s){part} "
                    f"under Python {interp.version_text} ({interp.executable}), seed {session.base_seed}")
 
     def result(self, result: RunResult) -> None:

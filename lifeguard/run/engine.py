@@ -131,7 +131,6 @@ class Engine:
     def run(self, scenarios: list[Scenario], options: PlanOptions) -> Session:
         session = Session(self.interpreter, scenarios)
         series = series_of(scenarios, options)
-        self._tallies = tallies = tallies_for(session, series)
         built = build_all(series, self.interpreter, on_compile=self.on_compile)
         self._exitfirst = options.exitfirst
         if any(item.is_plain and item.workdir for item in scenarios):
@@ -140,7 +139,10 @@ class Engine:
         runs_dir = self.runs_dir or Path(tempfile.mkdtemp(prefix="lifeguard-runs-"))
         session.runs_dir = runs_dir
         scheduler = Scheduler(series, options, self.interpreter, built, runs_dir)
+        self._tallies = tallies = tallies_for(session, scheduler.series_here())  # a shard: its own series
         session.base_seed = scheduler.base_seed
+        session.plan = scheduler.fingerprint
+        session.shard = f"{options.shard[0]}/{options.shard[1]}" if options.shard else ""
         # The subreaper, the session's cgroup folder and the watchdog, before the first run.
         session.membership = containment().mechanism
         servers = LazyServers(self.interpreter)  # starts a server only when a run asks for one

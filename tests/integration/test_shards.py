@@ -1,0 +1,105 @@
+"""`lifeguard run --shard K/N` and `lifeguard merge`: three shards of a real plan (passing runs, crashes at exit
+in real children) merged into the one session the unsharded plan gives, and merges that must be refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import load_report, run_cli
+
+PLAN = """
+import os
+import signal
+
+import lifeguard
+
+
+@lifeguard.scenario(expect={"default": "passed"}, repeat=7)
+def quiet():
+    pass
+
+
+@lifeguard.scenario(expect={"default": "crashed@exit"}, repeat=5)
+def crash_at_exit():
+    import atexit
+    atexit.register(os.kill, os.getpid(), signal.SIGSEGV)
+
+
+@lifeguard.scenario(expect={"default": "passed"}, repeat=1)
+def single():
+    pass
+"""
+SEED = "12345"
+
+
+def _runs(report: dict) -> set[tuple[str, str, int, int, str]]:
+    return {(r["scenario"], r["variant"], r["index"], r["seed"], r["outcome"]) for r in report["runs"]}
+
+
+def _verdicts(report: dict) -> dict[str, tuple[str, int]]:
+    return {s["scenario"]: (s["verdict"], s["runs"]) for s in report["summaries"]}
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path], Path]:
+    """The plan's file, its three shards' report folders, and the unsharded plan's."""
+    folder = tmp_path_factory.mktemp("shards")
+    plan = folder / "plan.py"
+    plan.write_text(PLAN)
+    reports = []
+    for number in (1, 2, 3):
+        report = folder / f"shard-{number}"
+        proc = run_cli("run", str(plan), "--shard", f"{number}/3", "--base-seed", SEED, "--no-native", "-q",
+                       "--report", str(report))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        reports.append(report)
+    whole = folder / "whole"
+    proc = run_cli("run", str(plan), "--base-seed", SEED, "--no-native", "-q", "--report", str(whole))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return plan, reports, whole
+
+
+def test_three_shards_merged_are_the_whole_plan(shards: tuple[Path, list[Path], Path], tmp_path: Path) -> None:
+    _, reports, whole = shards
+    parts = [load_report(report) for report in reports]
+    counts = [len(part["runs"]) for part in parts]
+    assert sum(counts) == 13 and max(counts) - min(counts) <= 1  # every run once, the shards about even
+    assert not set.intersection(*(_runs(part) for part in parts))  # no run in two shards
+    merged_dir = tmp_path / "merged"
+    proc = run_cli("merge", *map(str, reports), "--report", str(merged_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    merged, alone = load_report(merged_dir), load_report(whole)
+    assert _runs(merged) == _runs(alone)  # the same runs, with the same seeds and outcomes
+    assert _verdicts(merged) == _verdicts(alone) == {"quiet": ("expected", 7), "crash_at_exit": ("expected", 5),
+                                                     "single": ("expected", 1)}
+    assert merged["merged_from"] == [str(report.resolve()) for report in reports]
+    assert merged["plan"] == alone["plan"] and merged["shard"] is None
+    for run in merged["runs"]:  # every failed run's evidence, copied beside the merged report
+        if run["outcome"] == "crashed":
+            assert Path(run["run_dir"]).parent == merged_dir.resolve() / "runs"
+            assert (Path(run["run_dir"]) / "stderr.txt").exists()
+    assert len((merged_dir / "results.jsonl").read_text().splitlines()) == 13
+    assert (merged_dir / "junit.xml").exists() and (merged_dir / "report.html").exists()
+    assert "13 runs" in proc.stdout and "all as expected" in proc.stdout
+
+
+def test_a_missing_shard_is_named_and_refused(shards: tuple[Path, list[Path], Path], tmp_path: Path) -> None:
+    _, reports, _ = shards
+    proc = run_cli("merge", str(reports[0]), str(reports[2]), "--report", str(tmp_path / "merged"))
+    assert proc.returncode == 2
+    assert "shard(s) missing: 2/3" in proc.stderr
+
+
+def test_folders_of_another_plan_are_refused(shards: tuple[Path, list[Path], Path], tmp_path: Path) -> None:
+    plan, reports, whole = shards
+    other = tmp_path / "other"
+    proc = run_cli("run", str(plan), "--repeat", "2", "--shard", "2/3", "--base-seed", SEED, "--no-native", "-q",
+                   "--report", str(other))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    refused = run_cli("merge", str(reports[0]), str(other), str(reports[2]), "--report", str(tmp_path / "merged"))
+    assert refused.returncode == 2 and "is not a shard of the plan of" in refused.stderr
+    assert "its plan is" in refused.stderr
+    not_a_shard = run_cli("merge", str(whole), "--report", str(tmp_path / "merged2"))
+    assert not_a_shard.returncode == 2 and "not a shard" in not_a_shard.stderr
