@@ -34,7 +34,7 @@ from lifeguard.model.run import RunKind, RunSpec, StartMode
 from lifeguard.model.scenario import DEFAULT_TIMEOUT, DEFAULT_VARIANT, Scenario
 from lifeguard.pytest_plugin.runner import failure_text, interpreter, pytest_outcome_of, user_properties
 from lifeguard.pytest_plugin.session_report import SessionRecord
-from lifeguard.pytest_plugin.settings import Settings
+from lifeguard.pytest_plugin.settings import Settings, runs_in_shard
 from lifeguard.run.fork_here import run_in_fork
 from lifeguard.run.launch import DUMP_SIGNAL  # noqa: F401  (imported before any fork: the children need none)
 
@@ -130,12 +130,15 @@ def run_forked(item: pytest.Item, runtest: Callable[[], object], record: Session
     """Run the item's body ``repeat`` times, each in a child forked from here; fail, skip or pass the test
     by the verdict."""
     scenario = scenario_for(item, timeout, repeat)
+    indices = runs_in_shard(item.nodeid, repeat, record.shard)
+    if not indices:
+        pytest.skip(f"lifeguard shard {record.shard_text}: none of this test's {repeat} run(s)")
     record.open()
     folder = record.folder_of(item.nodeid)
     capture = item.config.getoption("capture", "fd")
     live = RawEcho() if capture == "no" else None
     results = []
-    for index in range(repeat):
+    for index in indices:
         run_dir = folder / f"run-{index + 1}"
         spec = RunSpec(scenario=scenario.name, variant=DEFAULT_VARIANT, index=index, kind=RunKind.FUNCTION,
                        path=scenario.path, function=scenario.function, code=None, interpreter=interpreter(),

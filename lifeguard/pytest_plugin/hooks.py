@@ -25,6 +25,7 @@ from lifeguard.pytest_plugin.settings import (
     REPEAT_HELP,
     REPORT_HELP,
     SETTINGS_KEY,
+    SHARD_HELP,
     TIMEOUT_HELP,
     Settings,
     read_settings,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 MARKER_KEY: pytest.StashKey[MarkerOptions] = pytest.StashKey()
 RECORD_KEY: pytest.StashKey[SessionRecord] = pytest.StashKey()
 PYTEST_TIMEOUT_KEY: pytest.StashKey[float] = pytest.StashKey()  # pytest-timeout's timeout of a guarded test
+PLAN_KEY: pytest.StashKey[str] = pytest.StashKey()  # the collected tests' fingerprint (--lifeguard-shard)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,11 +52,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lifeguard-timeout", dest="lifeguard_timeout", metavar="SECONDS", help=TIMEOUT_HELP)
     group.addoption("--lifeguard-repeat", dest="lifeguard_repeat", metavar="N", help=REPEAT_HELP)
     group.addoption("--lifeguard-report", dest="lifeguard_report", metavar="DIR", help=REPORT_HELP)
+    group.addoption("--lifeguard-shard", dest="lifeguard_shard", metavar="K/N", help=SHARD_HELP)
     parser.addini("lifeguard", GUARD_HELP, type="bool", default=False)
     parser.addini("lifeguard_mode", MODE_HELP)
     parser.addini("lifeguard_timeout", TIMEOUT_HELP)
     parser.addini("lifeguard_repeat", REPEAT_HELP)
     parser.addini("lifeguard_report", REPORT_HELP)
+    parser.addini("lifeguard_shard", SHARD_HELP)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -107,7 +111,21 @@ def record_of(config: pytest.Config) -> SessionRecord:
 
             runs_root = Path(tempfile.mkdtemp(prefix="lifeguard-pytest-"))
         record = config.stash[RECORD_KEY] = SessionRecord(interpreter(), settings.report_dir, runs_root)
+        record.as_shard(settings.shard, config.stash.get(PLAN_KEY, ""))
     return record
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The session's plan, for `lifeguard merge` of --lifeguard-shard sessions: the collected tests and the
+    settings that decide their runs (each shard collects the same tests)."""
+    import hashlib
+
+    settings = session.config.stash.get(SETTINGS_KEY, None)
+    if settings is None or (settings.shard is None and settings.report_dir is None):
+        return
+    text = "\n".join(sorted(item.nodeid for item in session.items))
+    text += repr((settings.repeat, settings.timeout, settings.mode, settings.guard_all))
+    session.config.stash[PLAN_KEY] = hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _opted_out(item: pytest.Item) -> bool:
@@ -155,6 +173,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
         parts.append(f"timeout {settings.timeout:g} s")
     if settings.repeat is not None:
         parts.append(f"repeat {settings.repeat}")
+    if settings.shard is not None:
+        parts.append(f"shard {settings.shard[0]}/{settings.shard[1]}")
     if settings.report_dir is not None:
         parts.append(f"report in {settings.report_dir}")
     return "lifeguard: " + ", ".join(parts)

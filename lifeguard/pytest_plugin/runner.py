@@ -37,7 +37,7 @@ from lifeguard.plan.scheduler import PlanOptions
 from lifeguard.pytest_plugin.assertions import outcome_text
 from lifeguard.pytest_plugin.marker import MarkerOptions
 from lifeguard.pytest_plugin.session_report import SessionRecord
-from lifeguard.pytest_plugin.settings import Settings
+from lifeguard.pytest_plugin.settings import Settings, shard_of_test
 from lifeguard.report.junit import series_properties
 from lifeguard.report.text import evidence_text, summary_line
 
@@ -171,7 +171,10 @@ def run_marked_test(item: pytest.Function, options: MarkerOptions, settings: Set
             description=item.nodeid, kind="function", replay="", fixture_near=str(item.path.parent),
             deadline_from_body=True,
         )
-        session = run_engine([scenario], folders)
+        session = run_engine([scenario], folders,
+                             PlanOptions(mode="fresh", shard=shard_of_test(item.nodeid, settings.shard)))
+    if settings.shard is not None and not session.results and not session.interrupted:
+        pytest.skip(f"lifeguard shard {record.shard_text}: none of this test's runs")
     summaries = record.add(scenario, session.results)
     user_properties(item, summaries, record.report_dir)
     if session.interrupted or any(s.verdict is Verdict.UNEXPECTED for s in summaries):

@@ -53,12 +53,23 @@ class SessionRecord:
         """``runs_root``: where failed runs keep their evidence without a report folder (pytest's own
         temporary tree, which pytest rotates)."""
         self.session = Session(interpreter, [])
+        self.shard: tuple[int, int] | None = None  # --lifeguard-shard
         self.report_dir = report_dir
         self.runs_root = runs_root if report_dir is None else report_dir / RUNS_FOLDER
         self._sinks: list[Sink] | None = None
         self._tallies: dict[tuple[str, str], SeriesTally] = {}
         self._index: list[str] = []
         self._began = time.monotonic()
+
+    @property
+    def shard_text(self) -> str:
+        return f"{self.shard[0]}/{self.shard[1]}" if self.shard else ""
+
+    def as_shard(self, part: tuple[int, int] | None, plan: str) -> None:
+        """This session is shard ``part`` of the plan ``plan`` (a fingerprint of the collected tests)."""
+        self.shard = part
+        self.session.shard = self.shard_text
+        self.session.plan = plan
 
     def folder_of(self, nodeid: str) -> Path:
         """Where a test's runs keep their evidence."""
@@ -79,7 +90,9 @@ class SessionRecord:
         session = self.session
         session.scenarios.append(scenario)
         version = session.interpreter.short_version
-        for variant in scenario.variants:
+        ran = {r.variant for r in results}
+        variants = [v for v in scenario.variants if v in ran or self.shard is None]  # a shard: its series only
+        for variant in variants:
             key = (scenario.name, variant)
             self._tallies[key] = SeriesTally(scenario, variant, scenario.expectation(variant, version))
         for result in results:
@@ -90,7 +103,7 @@ class SessionRecord:
                 session.results.append(result)
             for sink in sinks:
                 sink.result(result)
-        summaries = [self._tallies[(scenario.name, variant)].summary() for variant in scenario.variants]
+        summaries = [self._tallies[(scenario.name, variant)].summary() for variant in variants]
         for summary in summaries:
             variant = summary.variant
             mark = "ok  " if summary.verdict is Verdict.EXPECTED else "FAIL"
@@ -119,6 +132,11 @@ class SessionRecord:
         by_test: dict[str, list[RunResult]] = {}
         folders = sorted(f for f in workers.iterdir() if (f / "results.jsonl").is_file()) if workers.is_dir() else []
         for folder in folders:
+            if not self.session.plan:  # the controller collects nothing: its workers' plan (they all agree)
+                try:
+                    self.session.plan = str(json.loads((folder / "report.json").read_text()).get("plan") or "")
+                except (OSError, ValueError):
+                    pass
             with open(folder / "results.jsonl", encoding="utf-8") as lines:
                 for line in lines:
                     if line.strip():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lifeguard.model.validate import positive_count, positive_seconds
+from lifeguard.model.validate import positive_count, positive_seconds, shard
 
 # One help text per setting, shared by the command-line option and its ini twin.
 GUARD_HELP = ("run every collected test's body in a supervised child forked from this process after its "
@@ -30,6 +30,10 @@ REPEAT_HELP = ("runs of every lifeguard test's body (and fixture call); a marker
 REPORT_HELP = ("write one lifeguard report of the whole session into DIR: results.jsonl, report.json, "
                "junit.xml, report.html, index.txt, and the evidence of every failed run in "
                "DIR/runs/<test path>/")
+
+SHARD_HELP = ("run shard K of N of every guarded or marked test's runs (each test's --lifeguard-repeat runs spread "
+              "over the shards; a test with none here is skipped); `lifeguard merge` combines the shards' "
+              "--lifeguard-report folders")
 
 MODES = ("auto", "fork", "fresh")
 
@@ -53,6 +57,7 @@ class Settings:
     report_dir: Path | None = None
     guard_all: bool = False  # --lifeguard: every test, not only marked ones
     mode: str = "auto"
+    shard: tuple[int, int] | None = None  # --lifeguard-shard K/N
 
 
 SETTINGS_KEY: pytest.StashKey[Settings] = pytest.StashKey()
@@ -92,6 +97,29 @@ def read_settings(config: pytest.Config) -> Settings:
         mode, source, _ = _raw_setting(config, "mode")
         if mode is not None and mode not in MODES:
             raise ValueError(f"{source}: {mode!r} is not one of {', '.join(MODES)}")
+        shard_text, source, _ = _raw_setting(config, "shard")
+        part = shard(shard_text, source) if shard_text is not None else None
     except ValueError as exc:
         raise pytest.UsageError(f"lifeguard: {exc}") from None
-    return Settings(timeout=seconds, repeat=runs, report_dir=folder, guard_all=guard_all, mode=mode or "auto")
+    return Settings(timeout=seconds, repeat=runs, report_dir=folder, guard_all=guard_all, mode=mode or "auto",
+                    shard=part)
+
+
+def shard_of_test(nodeid: str, part: tuple[int, int] | None) -> tuple[int, int] | None:
+    """The shard, as the engine sees it, for one test's runs: rotated by the test's id, so tests whose single
+    run would all fall in shard 1 spread over the shards (the same in every shard's session)."""
+    if part is None:
+        return None
+    import zlib
+
+    number, count = part
+    return ((number - 1 + zlib.crc32(nodeid.encode())) % count) + 1, count
+
+
+def runs_in_shard(nodeid: str, repeat: int, part: tuple[int, int] | None) -> list[int]:
+    """The run indices of a test's ``repeat`` runs that are this shard's."""
+    rotated = shard_of_test(nodeid, part)
+    if rotated is None:
+        return list(range(repeat))
+    number, count = rotated
+    return list(range((number - 1) % count, repeat, count))

@@ -3,11 +3,12 @@ in real children) merged into the one session the unsharded plan gives, and merg
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import load_report, run_cli
+from tests.helpers import CLI_TIMEOUT, load_report, real_python, run_cli
 
 PLAN = """
 import os
@@ -103,3 +104,41 @@ def test_folders_of_another_plan_are_refused(shards: tuple[Path, list[Path], Pat
     assert "its plan is" in refused.stderr
     not_a_shard = run_cli("merge", str(whole), "--report", str(tmp_path / "merged2"))
     assert not_a_shard.returncode == 2 and "not a shard" in not_a_shard.stderr
+
+
+CAMPAIGN = """
+import os
+import signal
+
+
+def test_passes():
+    pass
+
+
+def test_crashes_at_exit():
+    import atexit
+    atexit.register(os.kill, os.getpid(), signal.SIGSEGV)
+"""
+
+
+def test_pytest_shards_of_a_repeat_campaign_merge_into_its_whole(tmp_path: Path) -> None:
+    """`pytest --lifeguard --lifeguard-repeat 5 --lifeguard-shard K/2` in two sessions, then `lifeguard merge`:
+    every test's five runs, once each, judged together."""
+    (tmp_path / "test_campaign.py").write_text(CAMPAIGN)
+    reports = []
+    for number in (1, 2):
+        report = tmp_path / f"shard-{number}"
+        proc = subprocess.run([real_python(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--lifeguard",
+                               "--lifeguard-repeat", "5", f"--lifeguard-shard={number}/2",
+                               f"--lifeguard-report={report}", "test_campaign.py"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=CLI_TIMEOUT, check=False)
+        assert load_report(report)["shard"] == f"{number}/2", proc.stdout + proc.stderr
+        reports.append(report)
+    indices = [{(r["scenario"], r["index"]) for r in load_report(report)["runs"]} for report in reports]
+    assert not indices[0] & indices[1]
+    merged_dir = tmp_path / "merged"
+    proc = run_cli("merge", *map(str, reports), "--report", str(merged_dir))
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the crash at exit is unexpected
+    merged = load_report(merged_dir)
+    counts = {s["scenario"].rpartition("::")[2]: (s["runs"], s["counts"]) for s in merged["summaries"]}
+    assert counts == {"test_passes": (5, {"passed": 5}), "test_crashes_at_exit": (5, {"crashed": 5})}
