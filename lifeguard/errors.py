@@ -97,6 +97,13 @@ class BuildCacheError(LifeguardError):
     EXIT_CODE = EXIT_USAGE  # an environment problem the user can fix
 
 
+class ClusterError(UsageError):
+    """The Dask cluster of ``--scheduler`` cannot be used (not installed, not reachable, no answer)."""
+
+    HELP_TEXT = ("Start a scheduler and workers that can import lifeguard (`dask scheduler`, `dask worker ADDRESS`), "
+                 "and pass the scheduler's address: lifeguard run --scheduler tcp://HOST:8786 ...")
+
+
 class MergeError(UsageError):
     """`lifeguard merge` was given folders that are not the shards of one whole plan; the message says which."""
 

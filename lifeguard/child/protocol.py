@@ -33,6 +33,10 @@ CGROUP_ENV = "LIFEGUARD_CGROUP"
 # "subreaper" (forced: the fallback's own tests, or a machine whose cgroups misbehave).
 MEMBERSHIP_ENV = "LIFEGUARD_MEMBERSHIP"
 
+# Read by a Dask worker's half of a cluster run (run.cluster_worker): "1" makes the worker keep each run's files in
+# a folder of its own and ship them back, as a worker on another machine does (the tests' one-machine cluster).
+CLUSTER_PRIVATE_ENV = "LIFEGUARD_CLUSTER_PRIVATE_DIRS"
+
 # --- the discovery process (child.discovery): scenario files are imported there, never in the supervisor ----
 # Set only for the discovery process: @lifeguard.scenario records its arguments there as data (child.discovery)
 # and the supervisor checks them. Its value is the discovery's own id, which also marks every process of its

@@ -166,6 +166,9 @@ class Run(Selecting):
         stress.add_argument("--base-seed", type=seed_value, metavar="N",
                             help="derive every run's seed from N (default: random; with --shard, derived from the "
                                  "plan, so every shard agrees)")
+        stress.add_argument("--scheduler", metavar="ADDRESS",
+                            help="run on a Dask cluster: its scheduler's address (tcp://HOST:PORT); every worker "
+                                 "supervises its runs as lifeguard does here (pip install 'lifeguard[dask]')")
         stress.add_argument("--perturb", type=perturbation_list, default=(), metavar="LIST",
                             help="comma-separated perturbations, or 'all': " + ", ".join(PERTURBATIONS))
         stress.add_argument("--mode", choices=MODES, default="auto",
@@ -188,7 +191,7 @@ class Run(Selecting):
             or bool(args.duration)
         setup = SessionSetup(interpreter, jobs=args.jobs, verbose=args.verbose, report_dir=args.report,
                              native=not args.no_native, quiet=args.quiet, live_prefix=several,
-                             color=args.color)
+                             color=args.color, scheduler=args.scheduler)
         session = run_session(scenarios, options, setup)
         own = program_exit_code(session) if getattr(args, "plain", None) and not args.expect else None
         return own if own is not None else exit_code(session)

@@ -49,6 +49,7 @@ class SessionSetup:
     live_prefix: bool = False  # several plain runs: each live line starts with its run's name
     color: str = "auto"  # --color: auto (a terminal without NO_COLOR), yes, no
     keep_all_runs: bool = False  # Session.results holds every run, not only the evidence (Engine)
+    scheduler: str | None = None  # a Dask scheduler's address: the runs go to its workers (run.cluster)
 
 
 @functools.cache
@@ -89,12 +90,25 @@ def run_session(scenarios: Sequence[Scenario], options: PlanOptions, setup: Sess
     sinks = sinks_for(terminal=setup.terminal, verbose=setup.verbose, report_dir=report_dir, quiet=setup.quiet,
                       live=live, color=setup.color)
     terminal = next((s for s in sinks if isinstance(s, TerminalSink)), None)
-    engine = Engine(setup.interpreter, jobs=setup.jobs, sinks=sinks,
-                    capture_hooks=(capture_hang,) if setup.native else (), explain=explain_failure,
+    hooks: tuple[CaptureHook, ...] = (capture_hang,) if setup.native else ()
+    cluster = None
+    jobs = setup.jobs
+    if setup.scheduler is not None:
+        from lifeguard.run.cluster import ClusterExecutor  # Dask: only for --scheduler
+
+        cluster = ClusterExecutor(setup.scheduler, explain_failure, hooks)
+        # Two runs in flight per worker thread of the cluster: the next one waits on its worker while the current
+        # one runs, so a task's round trip through the scheduler is not paid between two runs.
+        jobs = 2 * cluster.slots
+    engine = Engine(setup.interpreter, jobs=jobs, sinks=sinks, capture_hooks=hooks, explain=explain_failure,
                     runs_dir=runs_dir, live=TerminalEcho(prefix=setup.live_prefix) if live else None,
                     on_compile=terminal.compiling if terminal is not None else None,
-                    keep_all_runs=setup.keep_all_runs)
-    return engine.run(list(scenarios), options)
+                    keep_all_runs=setup.keep_all_runs, cluster=cluster)
+    try:
+        return engine.run(list(scenarios), options)
+    finally:
+        if cluster is not None:
+            cluster.close()
 
 
 def exit_code(session: Session) -> int:

@@ -27,6 +27,7 @@ from lifeguard.run.shutdown import shutdown
 from lifeguard.run.supervise import CaptureHook, RunInterrupted, run_once
 
 if TYPE_CHECKING:
+    from lifeguard.run.cluster import ClusterExecutor
     from lifeguard.run.forkserver import ForkServers
 
 
@@ -112,8 +113,10 @@ class Engine:
     def __init__(self, interpreter: Interpreter, *, jobs: int = 1, sinks: Sequence[Sink] = (),
                  capture_hooks: tuple[CaptureHook, ...] = (), explain: Explain = unexplained,
                  runs_dir: Path | None = None, live: LiveOutput | None = None,
-                 on_compile: Callable[[str, str], None] | None = None, keep_all_runs: bool = False) -> None:
+                 on_compile: Callable[[str, str], None] | None = None, keep_all_runs: bool = False,
+                 cluster: ClusterExecutor | None = None) -> None:
         self.interpreter = interpreter
+        self.cluster = cluster  # runs go to a Dask cluster's workers instead of children of this process
         self.keep_all_runs = keep_all_runs
         self.explain = explain
         self.live = live  # where plain targets' output goes while they run
@@ -138,6 +141,8 @@ class Engine:
         temporary = self.runs_dir is None
         runs_dir = self.runs_dir or Path(tempfile.mkdtemp(prefix="lifeguard-runs-"))
         session.runs_dir = runs_dir
+        if self.cluster is not None:
+            self.cluster.prepare(runs_dir)
         scheduler = Scheduler(series, options, self.interpreter, built, runs_dir)
         self._tallies = tallies = tallies_for(session, scheduler.series_here())  # a shard: its own series
         session.base_seed = scheduler.base_seed
@@ -172,13 +177,16 @@ class Engine:
         try:
             hooks = self.capture_hooks if spec.cores else ()
             live = self.live if spec.plain else None
-            if spec.mode is StartMode.FRESH:
+            if self.cluster is not None:  # supervised and explained on a worker of the cluster
+                seen = result = self.cluster.run(spec, cancel=self.cancel)
+            elif spec.mode is StartMode.FRESH:
                 seen = run_once(spec, cancel=self.cancel, capture_hooks=hooks, live=live)
             else:
                 seen = servers.run(spec, cancel=self.cancel, capture_hooks=hooks, live=live)
             # A failed run gets its evidence and findings; a passed one only a look for core files (a forked
             # child may have crashed while its parent carried on), so passing runs pay one listdir.
-            result = self.explain(spec, seen)
+            if self.cluster is None:
+                result = self.explain(spec, seen)
             if result.outcome is Outcome.PASSED:
                 shutil.rmtree(spec.run_dir, ignore_errors=True)
         except RunInterrupted:

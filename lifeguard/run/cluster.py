@@ -1,0 +1,132 @@
+"""A Dask cluster as the executor of a session (``lifeguard run --scheduler tcp://HOST:PORT``).
+
+Dask does the distribution: each run is one task (lifeguard.run.cluster_worker.remote_run) that a worker
+runs under the same supervision and diagnosis as a local run. The engine's worker threads submit runs as
+they go (one a worker thread of the cluster), so results stream into the same sinks as they finish, and
+``--until-fail`` and ``-x`` stop the campaign as they stop a local one. Ctrl-C sets the session's Dask event,
+which every running task watches: each kills its run's tree on its worker. A run whose worker is lost is
+run again by Dask on another worker (the loss is recorded in its notes).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from lifeguard.errors import ClusterError
+from lifeguard.model.result import RunResult
+from lifeguard.model.run import RunSpec
+from lifeguard.run.cluster_worker import SHARED_MARKER, remote_run
+from lifeguard.run.supervise import CaptureHook, RunInterrupted
+
+CONNECT_TIMEOUT = 30.0  # the scheduler's answer to our connection
+RESULT_POLL = 0.25  # how often a submitted run's wait looks at the cancel flag
+# Everything after a run's deadline happens on its worker within the capture budget; past that, plus this
+# margin for the cluster itself (queueing behind other runs is not counted: the clock starts when it starts).
+QUEUE_SLACK = 3600.0
+
+
+class ClusterExecutor:
+    """Runs specs on a Dask cluster, one task a run; thread-safe (the engine's worker threads share it)."""
+
+    def __init__(self, address: str, explain: Callable[[RunSpec, RunResult], RunResult],
+                 capture_hooks: tuple[CaptureHook, ...]) -> None:
+        try:
+            from distributed import Client, Event, Queue
+        except ImportError:
+            raise ClusterError("--scheduler needs Dask's distributed package: pip install 'lifeguard[dask]'") from None
+        try:
+            self.client = Client(address, timeout=CONNECT_TIMEOUT, set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise ClusterError(f"--scheduler {address}: cannot connect ({exc})") from None
+        token = os.urandom(8).hex()
+        self.cancel_name = f"lifeguard-cancel-{token}"
+        self.started_name = f"lifeguard-started-{token}"
+        self._cancel_event = Event(self.cancel_name, client=self.client)
+        self._started = Queue(self.started_name, client=self.client)
+        self._starts: dict[str, list[str]] = {}
+        self._lock = threading.Lock()
+        self.explain = explain
+        self.capture_hooks = capture_hooks
+
+    @property
+    def slots(self) -> int:
+        """Runs the cluster runs at once: its workers' threads."""
+        threads: dict[str, int] = self.client.nthreads()
+        return max(1, sum(threads.values()))
+
+    def prepare(self, runs_dir: Path) -> None:
+        """Before the first run: a marker in the runs folder tells a worker that sees it that it shares it."""
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        (runs_dir / SHARED_MARKER).write_text("lifeguard runs folder\n")
+
+    def _note_starts(self) -> None:
+        try:
+            items = self._started.get(batch=True)  # all waiting, at once; [] when none
+        except Exception:  # the scheduler went away
+            return
+        with self._lock:
+            for key, worker in items:
+                self._starts.setdefault(key, []).append(worker)
+
+    def run(self, spec: RunSpec, *, cancel: threading.Event) -> RunResult:
+        key = f"lifeguard-run-{os.urandom(8).hex()}"
+        future = self.client.submit(remote_run, spec, self.explain, self.capture_hooks, self.cancel_name,
+                                    self.started_name, key, key=key, pure=False)
+        deadline = time.monotonic() + spec.timeout + QUEUE_SLACK
+        try:
+            while True:
+                if cancel.is_set():
+                    self._cancel_event.set()  # every running task kills its run's tree on its worker
+                    future.cancel()
+                    raise RunInterrupted()
+                try:
+                    outcome: tuple[RunResult, dict[str, bytes], str] = future.result(timeout=RESULT_POLL)
+                    break
+                except TimeoutError:
+                    if time.monotonic() > deadline:
+                        future.cancel()
+                        raise ClusterError(f"run {spec.scenario}[{spec.variant}]#{spec.index} got no result from "
+                                           "the cluster in time") from None
+        finally:
+            self._note_starts()
+        result, files, worker = outcome
+        return self._received(spec, result, files, worker, key)
+
+    def _received(self, spec: RunSpec, result: RunResult, files: dict[str, bytes], worker: str,
+                  key: str) -> RunResult:
+        """The result where the supervisor keeps it: shipped files written into the run's folder here."""
+        if files:
+            spec.run_dir.mkdir(parents=True, exist_ok=True)
+            for name, data in files.items():
+                target = spec.run_dir / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+            shipped_from = result.run_dir
+            evidence = {n: p.replace(shipped_from, str(spec.run_dir), 1) for n, p in result.evidence.items()}
+            result = replace(result, run_dir=str(spec.run_dir), evidence=evidence)
+        notes = [f"ran on the cluster's worker {worker}"]
+        with self._lock:
+            starts = self._starts.pop(key, [])
+        lost = [w for w in starts if w != worker]
+        if len(starts) > 1 or lost:
+            notes.append(f"its first worker ({', '.join(lost) or worker}) was lost while it ran: run again on "
+                         f"{worker}")
+        return replace(result, notes=(*result.notes, *notes))
+
+    def close(self) -> None:
+        try:
+            self.client.close(timeout=CONNECT_TIMEOUT)
+        except Exception:
+            pass
+
+
+def describe(executor: ClusterExecutor) -> dict[str, Any]:
+    """The cluster a session ran on, for the report: its scheduler and workers."""
+    info = executor.client.scheduler_info()
+    return {"scheduler": info.get("address"), "workers": sorted(info.get("workers", {}))}
