@@ -103,6 +103,18 @@ def _ship(run_dir: Path) -> dict[str, bytes]:
     return files
 
 
+def _with_fixture_built_here(spec: RunSpec) -> RunSpec:
+    """A run of a fixture's variant whose build the supervisor made on another machine: built here, from the
+    sources at the plan's paths, into this worker's cache (once: the cache is keyed by content)."""
+    if not spec.fixture or (spec.fixture_dir and os.path.isdir(spec.fixture_dir)):
+        return spec
+    from lifeguard.build import build_fixture
+    from lifeguard.interpreter import resolve
+
+    built = build_fixture(spec.fixture, spec.variant, resolve(spec.interpreter.executable), near=Path(spec.path).parent)
+    return replace(spec, fixture_dir=str(built.directory))
+
+
 def remote_run(spec: RunSpec, explain: Callable[[RunSpec, RunResult], RunResult],
                capture_hooks: tuple[CaptureHook, ...], cancel_name: str, started_queue: str,
                key: str) -> tuple[RunResult, dict[str, bytes], str]:
@@ -115,6 +127,7 @@ def remote_run(spec: RunSpec, explain: Callable[[RunSpec, RunResult], RunResult]
     except Exception:
         pass
     _check_interpreter(spec)
+    spec = _with_fixture_built_here(spec)
     shared = (spec.run_dir.parent / SHARED_MARKER).exists() and os.environ.get(CLUSTER_PRIVATE_ENV) != "1"
     local_dir = None
     if not shared:
