@@ -36,7 +36,6 @@ from lifeguard.pytest_plugin.runner import failure_text, interpreter, pytest_out
 from lifeguard.pytest_plugin.session_report import SessionRecord
 from lifeguard.pytest_plugin.settings import Settings, runs_in_shard
 from lifeguard.run.fork_here import run_in_fork
-from lifeguard.run.launch import DUMP_SIGNAL  # noqa: F401  (imported before any fork: the children need none)
 
 FAILURE_TEXT_LIMIT = 256 * 1024  # of pytest's own report of a body's failure
 SHOWN_OUTPUT_LIMIT = 1024 * 1024  # of a run's stdout / stderr handed to pytest's capture

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from lifeguard.errors import ClusterError
 from lifeguard.model.result import RunResult
@@ -26,8 +25,9 @@ from lifeguard.run.supervise import CaptureHook, RunInterrupted
 
 CONNECT_TIMEOUT = 30.0  # the scheduler's answer to our connection
 RESULT_POLL = 0.25  # how often a submitted run's wait looks at the cancel flag
-# Everything after a run's deadline happens on its worker within the capture budget; past that, plus this
-# margin for the cluster itself (queueing behind other runs is not counted: the clock starts when it starts).
+# How long past its own deadline the supervisor waits for a run's result: the run itself ends on its worker
+# within its deadline + the capture budget; the rest is the cluster's (the run queued behind another on its
+# worker, a lost worker's run run again, a busy scheduler). Past it, the run is lifeguard's own error.
 QUEUE_SLACK = 3600.0
 
 
@@ -125,8 +125,3 @@ class ClusterExecutor:
         except Exception:
             pass
 
-
-def describe(executor: ClusterExecutor) -> dict[str, Any]:
-    """The cluster a session ran on, for the report: its scheduler and workers."""
-    info = executor.client.scheduler_info()
-    return {"scheduler": info.get("address"), "workers": sorted(info.get("workers", {}))}
