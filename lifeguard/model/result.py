@@ -43,7 +43,10 @@ def cut(text: str, limit: int) -> str:
 
 def series_label(scenario: str, variant: str) -> str:
     """``name[variant]``, the way every report names a series; a name that already ends with the variant as
-    its pytest id (``test_x[buggy]``, ``test_x[3-buggy]``) is not given it twice."""
+    its pytest id (``test_x[buggy]``, ``test_x[3-buggy]``) is not given it twice, and a pytest test (its node
+    id) of no fixture variant is named by its id alone."""
+    if variant == "default" and "::" in scenario:
+        return scenario
     tail = scenario.rpartition("[")[2].rstrip("]") if scenario.endswith("]") else ""
     return scenario if variant in tail.split("-") else f"{scenario}[{variant}]"
 

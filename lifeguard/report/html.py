@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from lifeguard import __version__
 from lifeguard.model.outcomes import Expectation, Outcome, Phase, Verdict
-from lifeguard.model.result import RunResult, SeriesSummary, Session
+from lifeguard.model.result import RunResult, SeriesSummary, Session, series_label
 from lifeguard.model.scenario import Scenario
 from lifeguard.report.escape import for_html, for_xml
 from lifeguard.report.html_charts import (
@@ -249,7 +249,7 @@ def render(session: Session, runs: Iterable[dict[str, Any]] | None = None, base:
     from lifeguard.report.html_evidence import href, run_evidence
 
     scenarios = {s.name: s for s in session.scenarios}
-    views = [SeriesView(n, s, f"{s.scenario}[{s.variant}]") for n, s in enumerate(_ordered(session), 1)]
+    views = [SeriesView(n, s, series_label(s.scenario, s.variant)) for n, s in enumerate(_ordered(session), 1)]
     by_key = {(v.summary.scenario, v.summary.variant): v for v in views}
     table = _Table(by_key, base, href)
     for run in (_run_dicts(session) if runs is None else runs):

@@ -347,7 +347,7 @@ def test_xdist_carries_evidence_to_the_controller_and_junit(plugin_env: pytest.P
     result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
     assert "[gw" in out  # really ran on workers
-    assert "test_crashes[default]#0: crashed@exit (SIGSEGV)" in out
+    assert "test_reported.py::test_crashes#0: crashed@exit (SIGSEGV)" in out
     assert "Captured lifeguard call" in out
     cases = junit_cases(plugin_env.path / "junit.xml")
     failure = cases["test_crashes"].find("failure")

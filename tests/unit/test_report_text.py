@@ -138,4 +138,5 @@ def test_a_series_label_never_repeats_the_variant_of_its_pytest_id() -> None:
     assert series_label("tests/test_x.py::test_x[buggy]", "buggy") == "tests/test_x.py::test_x[buggy]"
     assert series_label("tests/test_x.py::test_x[3-buggy]", "buggy") == "tests/test_x.py::test_x[3-buggy]"
     assert series_label("tests/test_x.py::test_x[buggyish]", "buggy") == "tests/test_x.py::test_x[buggyish][buggy]"
-    assert series_label("tests/test_x.py::test_x[1]", "default") == "tests/test_x.py::test_x[1][default]"
+    assert series_label("tests/test_x.py::test_x[1]", "default") == "tests/test_x.py::test_x[1]"  # a pytest id
+    assert series_label("script.py", "default") == "script.py[default]"
