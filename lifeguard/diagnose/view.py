@@ -48,9 +48,10 @@ def _is_call_machinery(frame: Frame) -> bool:
 
 
 def _is_plumbing(frame: Frame) -> bool:
-    """Frames that say nothing about the bug: the harness, interpreter start-up, libc thread start."""
+    """Frames that say nothing about the bug: the harness, interpreter start-up, libc thread start (the
+    bootstrap's own ``-c`` line is told apart by trimmed_frames: a -c program's frames are "<string>" too)."""
     if frame.is_python:
-        return frame.is_harness or frame.file == "<string>"  # the bootstrap's -c line
+        return frame.is_harness
     function = frame.function or ""
     library = frame.library or ""
     return (function.startswith(_STARTUP) or _is_interpreter(frame)
@@ -69,8 +70,12 @@ def _is_cleanup(frame: Frame) -> bool:
 def trimmed_frames(thread: ThreadStack) -> tuple[list[Frame | str], int]:
     """The frames to print (a str stands for a collapsed run) and how many outer frames were hidden."""
     frames = list(thread.frames)
+    python = [n for n, f in enumerate(frames) if f.is_python]
+    # The outermost Python frame is the bootstrap's `-c` line when it is "<string>"; any other "<string>"
+    # frame is a -c program's own, and stays.
+    bootstrap_line = python[-1] if python and frames[python[-1]].file == "<string>" else -1
     last = len(frames) - 1
-    while last >= 0 and _is_plumbing(frames[last]) and not _is_cleanup(frames[last]):
+    while last >= 0 and (_is_plumbing(frames[last]) or last == bootstrap_line) and not _is_cleanup(frames[last]):
         last -= 1
     if last < 0:
         last = len(frames) - 1  # nothing but plumbing: show it all rather than nothing

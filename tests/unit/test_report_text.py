@@ -140,3 +140,16 @@ def test_a_series_label_never_repeats_the_variant_of_its_pytest_id() -> None:
     assert series_label("tests/test_x.py::test_x[buggyish]", "buggy") == "tests/test_x.py::test_x[buggyish][buggy]"
     assert series_label("tests/test_x.py::test_x[1]", "default") == "tests/test_x.py::test_x[1]"  # a pytest id
     assert series_label("script.py", "default") == "script.py[default]"
+
+
+def test_a_c_programs_own_frames_are_not_hidden_as_the_bootstraps_line() -> None:
+    from lifeguard.diagnose.view import trimmed_frames
+    from lifeguard.model.stacks import Frame, ThreadStack
+
+    frames = (Frame(function="wait", file="<string>", line=3, is_python=True),
+              Frame(function="<module>", file="<string>", line=4, is_python=True),
+              Frame(function="<lambda>", file="/x/lifeguard/child/plain.py", line=74, is_python=True),
+              Frame(function="<module>", file="<string>", line=1, is_python=True),  # the bootstrap's -c line
+              Frame(function="Py_BytesMain", library="libpython3.11.so.1.0"))
+    shown, hidden = trimmed_frames(ThreadStack(tid=1, frames=frames))
+    assert [f.line for f in shown if isinstance(f, Frame)] == [3, 4] and hidden == 3
