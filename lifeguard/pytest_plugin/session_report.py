@@ -22,7 +22,7 @@ from lifeguard.model.result import RunResult, SeriesSummary, Session, series_lab
 from lifeguard.model.scenario import Scenario
 from lifeguard.model.tally import SeriesTally
 from lifeguard.report.sinks import sinks_for
-from lifeguard.run.engine import RUNS_KEPT, Sink
+from lifeguard.run.engine import Sink, count_run
 
 INDEX_FILE = "index.txt"
 RUNS_FOLDER = "runs"
@@ -96,13 +96,7 @@ class SessionRecord:
             key = (scenario.name, variant)
             self._tallies[key] = SeriesTally(scenario, variant, scenario.expectation(variant, version))
         for result in results:
-            tally = self._tallies[(result.scenario, result.variant)]
-            tally.add(result)
-            session.finished += 1
-            if tally.is_evidence(result) and len(session.results) < RUNS_KEPT:
-                session.results.append(result)
-            for sink in sinks:
-                sink.result(result)
+            count_run(session, self._tallies[(result.scenario, result.variant)], result, sinks)
         summaries = [self._tallies[(scenario.name, variant)].summary() for variant in variants]
         for summary in summaries:
             variant = summary.variant

@@ -23,7 +23,7 @@ from lifeguard.model.result import RunResult, Session
 from lifeguard.model.scenario import Scenario
 from lifeguard.model.tally import SeriesTally
 from lifeguard.report.sinks import sinks_for
-from lifeguard.run.engine import RUNS_KEPT
+from lifeguard.run.engine import count_run, series_finished
 
 
 @dataclass(frozen=True)
@@ -150,19 +150,11 @@ def merge_shards(folders: Sequence[Path], out: Path, *, color: str = "auto") -> 
                 raise MergeError(f"{shard.folder}: run {result} is of no series of the plan")
             if tally.is_evidence(result):
                 result = _moved(result, runs_dir)
-            tally.add(result)
-            session.finished += 1
-            if tally.is_evidence(result) and len(session.results) < RUNS_KEPT:
-                session.results.append(result)
-            for sink in sinks:
-                sink.result(result)
+            count_run(session, tally, result, sinks)
     session.duration = max(float(shard.head.get("duration") or 0) for shard in shards)  # the shards ran side by side
     session.summaries = [tally.summary() for tally in tallies.values()]
     for summary in session.summaries:
-        for sink in sinks:
-            series_done = getattr(sink, "series_done", None)
-            if series_done is not None:
-                series_done(summary)
+        series_finished(summary, sinks)
     for sink in sinks:
         sink.finish(session)
     return session

@@ -58,6 +58,26 @@ def tallies_for(session: Session, series: list[tuple[Scenario, str, int]]) -> di
             for item, variant, _ in series}
 
 
+def count_run(session: Session, tally: SeriesTally, result: RunResult, sinks: Sequence[Sink], *,
+              keep_all: bool = False) -> None:
+    """A finished run into its series' tally and the session (held when it is evidence, up to RUNS_KEPT, or
+    always with ``keep_all``), and to every sink: the engine, the pytest plugin's session and a merge alike."""
+    tally.add(result)
+    session.finished += 1
+    if keep_all or (tally.is_evidence(result) and len(session.results) < RUNS_KEPT):
+        session.results.append(result)
+    for sink in sinks:
+        sink.result(result)
+
+
+def series_finished(summary: SeriesSummary, sinks: Sequence[Sink]) -> None:
+    """A series had its last run: the sinks that show series (an optional ``series_done``) are told."""
+    for sink in sinks:
+        series_done = getattr(sink, "series_done", None)
+        if series_done is not None:
+            series_done(summary)
+
+
 def summarise(tallies: dict[tuple[str, str], SeriesTally]) -> list[SeriesSummary]:
     return [tally.summary() for tally in tallies.values()]
 
@@ -207,18 +227,9 @@ class Engine:
         scheduler.record(result)
         with self._lock:
             tally = self._tallies[(result.scenario, result.variant)]
-            tally.add(result)
-            session.finished += 1
-            if self.keep_all_runs or (tally.is_evidence(result) and len(session.results) < RUNS_KEPT):
-                session.results.append(result)
-            for sink in self.sinks:
-                sink.result(result)
+            count_run(session, tally, result, self.sinks, keep_all=self.keep_all_runs)
             if scheduler.series_done(result.scenario, result.variant, tally.runs):
-                summary = tally.summary()
-                for sink in self.sinks:
-                    series_done = getattr(sink, "series_done", None)  # optional: sinks that show series
-                    if series_done is not None:
-                        series_done(summary)
+                series_finished(tally.summary(), self.sinks)
             if (self._exitfirst and not session.stopped
                     and scheduler.settled_unexpected(result, tally.runs, tally.verdict())):
                 session.stopped = True  # -x: no new run starts; runs already under way finish

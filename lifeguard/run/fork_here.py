@@ -23,7 +23,7 @@ from lifeguard.run.containment import containment
 from lifeguard.run.launch import RunFiles, child_env, child_spec
 from lifeguard.run.live import LiveOutput
 from lifeguard.run.relay import Relays
-from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP, CaptureHook, supervise
+from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP, CaptureHook, starting, supervise
 
 REAP_POLL = 0.01  # reap() after a kill: how often to look (the kill settles in milliseconds)
 
@@ -96,24 +96,19 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
     env = child_env(spec, run_id, events_fd=events_fd)
     child = child_spec(spec)
     fds = (events_fd, *relays.child_ends)
-    try:
+    with starting(membership, relays, events_fd):
         # Frozen, the inherited heap is not walked by the child's collections nor written to by them: a
         # child pays for its own objects only (see forked_test). The parent thaws at once.
         gc.freeze()
-        started = time.monotonic()
-        pid = os.fork()
-        if pid == 0:
-            forked_test.become_run(str(join) if join is not None else "", fds, env, child, body,
-                                   own_streams=own_streams, supervisor_only=(watchdog_fd,) if watchdog_fd else ())
-        gc.unfreeze()
+        try:
+            started = time.monotonic()
+            pid = os.fork()
+            if pid == 0:
+                forked_test.become_run(str(join) if join is not None else "", fds, env, child, body,
+                                       own_streams=own_streams,
+                                       supervisor_only=(watchdog_fd,) if watchdog_fd else ())
+        finally:
+            gc.unfreeze()
         membership.started(pid)
-    except BaseException:
-        gc.unfreeze()
-        membership.close()
-        relays.close()
-        raise
-    finally:
-        os.close(events_fd)
-        relays.started()
     return supervise(spec, ForkedChild(pid), membership, files, relays, started, cancel=cancel,
                      capture_hooks=capture_hooks)

@@ -25,7 +25,7 @@ from lifeguard.run.containment import containment, spawn
 from lifeguard.run.launch import RunFiles, child_env, child_path_dir, child_spec, precompile_child_side
 from lifeguard.run.live import LiveOutput
 from lifeguard.run.relay import Relays
-from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP, CaptureHook, supervise
+from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP, CaptureHook, starting, supervise
 
 START_TIMEOUT = 30.0  # the server's own start-up (imports) and each fork reply
 CLOSE_TIMEOUT = 5.0
@@ -198,17 +198,10 @@ class ForkServers:
         run_id = os.urandom(16).hex()
         membership = containment().for_run(run_id)
         started = time.monotonic()
-        try:
+        with starting(membership, relays, events_fd):
             server = self._get()
             pid = server.fork(spec, run_id, (events_fd, *relays.child_ends), membership.join_file())
             membership.started(pid)
-        except BaseException:
-            membership.close()
-            relays.close()
-            raise
-        finally:
-            os.close(events_fd)
-            relays.started()
         return supervise(spec, ForkedHandle(server, pid), membership, files, relays, started, cancel=cancel,
                          capture_hooks=capture_hooks)
 

@@ -16,6 +16,8 @@ import select
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -211,6 +213,22 @@ def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
     return stacks
 
 
+@contextmanager
+def starting(membership: RunMembership, relays: Relays, events_fd: int) -> Iterator[None]:
+    """Around the start of a run's main process, however it starts (spawned, forked by the server, forked
+    here): if the start fails, the run's membership and relays are closed; either way our copy of the result
+    channel is closed and the relays are told the child has its ends."""
+    try:
+        yield
+    except BaseException:
+        membership.close()
+        relays.close()
+        raise
+    finally:
+        os.close(events_fd)
+        relays.started()
+
+
 def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
              capture_hooks: tuple[CaptureHook, ...] = (),
              output_cap: int = DEFAULT_OUTPUT_CAP, live: LiveOutput | None = None) -> RunResult:
@@ -232,22 +250,18 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
     # while its interpreter starts; any other program is made a member before exec (it may fork at once).
     later = spec.kind is not RunKind.COMMAND or starts_python(argv[0], env)
     started = time.monotonic()
-    try:
-        proc = spawn(
-            argv, None if later else membership.join_file(), cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL,
-            stdout=out_fd, stderr=err_fd, pass_fds=(events_fd,), start_new_session=True,
-        )
+    with starting(membership, relays, events_fd):
+        try:
+            proc = spawn(
+                argv, None if later else membership.join_file(), cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL,
+                stdout=out_fd, stderr=err_fd, pass_fds=(events_fd,), start_new_session=True,
+            )
+        except OSError as exc:  # a command that is not there, not executable, or a folder that went away
+            raise UsageError(f"cannot start {argv[0]!r} in {spec.cwd}: {exc.strerror or exc}") from None
         if later:
             membership.adopt(proc.pid)
         else:
             membership.started(proc.pid)
-    except OSError as exc:  # a command that is not there, not executable, or a folder that went away
-        membership.close()
-        relays.close()
-        raise UsageError(f"cannot start {argv[0]!r} in {spec.cwd}: {exc.strerror or exc}") from None
-    finally:
-        os.close(events_fd)
-        relays.started()
     return supervise(spec, PopenHandle(proc), membership, files, relays, started, cancel=cancel,
                      capture_hooks=capture_hooks)
 
