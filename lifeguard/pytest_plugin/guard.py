@@ -169,25 +169,23 @@ def _show_output(result: RunResult) -> None:
             stream.flush()
 
 
-def can_run_fresh(item: pytest.Item) -> bool:
-    """A new interpreter can run the test: a plain test function whose arguments can be sent to it."""
-    import inspect
-
+def fresh_refusal(item: pytest.Item) -> str | None:
+    """Why a new interpreter cannot run the test (not a plain test function, or an argument that cannot be
+    sent to it), or None when it can."""
     from lifeguard.errors import MarkerError
+    from lifeguard.pytest_plugin.marker import is_plain_body
     from lifeguard.pytest_plugin.runner import check_sendable
 
-    if not isinstance(item, pytest.Function) or not inspect.isfunction(getattr(item, "obj", None)):
-        return False
-    function = item.obj
-    if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function) or \
-            inspect.isgeneratorfunction(function):
-        return False
+    if not isinstance(item, pytest.Function) or not is_plain_body(getattr(item, "obj", None)):
+        return (f"--lifeguard-mode fresh: {item.nodeid} is not a plain test function (a doctest, a unittest case, "
+                "an async or generator test): a new interpreter cannot run it (--lifeguard-mode fork or auto forks "
+                "it)")
     try:
         for name in item._fixtureinfo.argnames:  # the names pytest passes (pytest keeps them privately)
             check_sendable(name, item.funcargs[name], item.nodeid)
-    except MarkerError:
-        return False
-    return True
+    except MarkerError as exc:
+        return str(exc)
+    return None
 
 
 def run_guarded(item: pytest.Item, runtest: Callable[[], object], settings: Settings, record: SessionRecord,
@@ -201,7 +199,7 @@ def run_guarded(item: pytest.Item, runtest: Callable[[], object], settings: Sett
         _run_fresh(item, settings, record, timeout, repeat)
         return
     threads = foreign_threads()
-    if settings.mode == "auto" and threads and can_run_fresh(item):
+    if settings.mode == "auto" and threads and fresh_refusal(item) is None:
         _run_fresh(item, settings, record, timeout, repeat)
         return
     note = ""
@@ -212,23 +210,17 @@ def run_guarded(item: pytest.Item, runtest: Callable[[], object], settings: Sett
 
 
 def _run_fresh(item: pytest.Item, settings: Settings, record: SessionRecord, timeout: float, repeat: int) -> None:
-    import inspect
-
     from lifeguard.errors import MarkerError
     from lifeguard.pytest_plugin.marker import MarkerOptions
     from lifeguard.pytest_plugin.runner import run_marked_test
 
-    function = getattr(item, "obj", None)
-    if not isinstance(item, pytest.Function) or not inspect.isfunction(function):
-        raise MarkerError(f"--lifeguard-mode fresh: {item.nodeid} is a {type(item).__name__}, not a test function: "
-                          "a new interpreter cannot run it (--lifeguard-mode fork or auto forks it)")
-    if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function) or \
-            inspect.isgeneratorfunction(function):
-        raise MarkerError(f"--lifeguard-mode fresh: {item.nodeid} is an async or generator test: a new interpreter "
-                          "cannot run it (--lifeguard-mode fork or auto forks it, with its event loop plugin)")
+    refusal = fresh_refusal(item)
+    if refusal is not None:
+        raise MarkerError(refusal)
+    assert isinstance(item, pytest.Function)  # (fresh_refusal said so)
     options = MarkerOptions(timeout=timeout, repeat={"*": repeat}, expect={DEFAULT_VARIANT: "passed"},
                             fixture=None, timeout_given=True, repeat_given=True)
-    run_marked_test(item, options, settings, record)  # refuses arguments that cannot be sent, naming them
+    run_marked_test(item, options, settings, record)
 
 
 def _checked(item: pytest.Item, runtest: Callable[[], object]) -> Callable[[], object]:

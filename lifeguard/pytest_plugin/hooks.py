@@ -186,17 +186,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     marker = item.get_closest_marker("lifeguard")
     if marker is None or _opted_out(item):
         return
-    import inspect
 
-    from lifeguard.pytest_plugin.marker import label_of, parse_marker  # light: no engine
+    from lifeguard.pytest_plugin.marker import is_plain_body, label_of, parse_marker  # light: no engine
 
     label = label_of(item)
     if not isinstance(item, pytest.Function):
         pytest.fail(f"lifeguard: marker on {label}: only test functions can run in a fresh interpreter",
                     pytrace=False)
-    function = item.function
-    if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function) or \
-            inspect.isgeneratorfunction(function):
+    if not is_plain_body(item.function):
         pytest.fail(f"lifeguard: marker on {label}: the body must be a plain function "
                     "(async and generator tests cannot run in a fresh interpreter)", pytrace=False)
     try:

@@ -116,6 +116,15 @@ def _variants(variant: Any, fixture: str | None, per_variant: Mapping[str, Any] 
     return tuple(dict.fromkeys(chosen))
 
 
+def is_plain_body(function: Any) -> bool:
+    """A plain function, which a fresh interpreter can call: not async, not a generator."""
+    import inspect
+
+    return inspect.isfunction(function) and not (inspect.iscoroutinefunction(function)
+                                                 or inspect.isasyncgenfunction(function)
+                                                 or inspect.isgeneratorfunction(function))
+
+
 def label_of(item: pytest.Item) -> str:
     """``test_x[1]`` or ``TestA::test_x``: the nodeid without its file."""
     return item.nodeid.partition("::")[2] or item.name
