@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from lifeguard.child.protocol import CLUSTER_PRIVATE_ENV
-from lifeguard.run.proctree import alive, children_of
-from tests.helpers import ROOT, Pace, finish_cli, load_report, run_cli, start_cli, wait_for
+from lifeguard.run.proctree import children_of
+from tests.helpers import ROOT, Pace, finish_cli, load_report, pid_alive, run_cli, start_cli, wait_for
 
 pytest.importorskip("distributed", reason="Dask's distributed is not installed (the test extra has it)")
 
@@ -183,5 +183,5 @@ def test_ctrl_c_leaves_no_process_on_any_worker(cluster: Cluster, pace: Pace, tm
     proc.send_signal(signal.SIGINT)
     done = finish_cli(proc)
     assert done.returncode == 130, done.stdout + done.stderr
-    wait_for(lambda: not alive(child), f"the run {child} on the worker to be killed", timeout=30)
-    assert time.monotonic() - started < 60
+    wait_for(lambda: not pid_alive(child), f"the run {child} on the worker to be killed", timeout=pace.deadline(30))
+    assert time.monotonic() - started < pace.deadline(60)  # a bound, far above a kill's milliseconds

@@ -18,8 +18,7 @@ import pytest
 
 from lifeguard.build import build_fixture
 from lifeguard.interpreter import resolve
-from lifeguard.run.proctree import alive
-from tests.helpers import ROOT, Pace, real_python, restore_terminal_sigint, wait_for
+from tests.helpers import ROOT, Pace, pid_alive, real_python, restore_terminal_sigint, wait_for
 from tests.integration.pytester_support import INNER_SESSION_TIMEOUT, junit_cases, properties
 
 pytest_plugins = ["pytester", "tests.integration.pytester_support"]
@@ -291,7 +290,7 @@ def test_pytest_timeout_hands_its_timeout_to_lifeguard(plugin_env: pytest.Pytest
     assert "Timeout" not in out.replace("timeout", "")  # no word of pytest-timeout's own
     assert time.monotonic() - started < INNER_SESSION_TIMEOUT
     child = int(pid_file.read_text())
-    wait_for(lambda: not alive(child), f"the test's child {child} to be gone", timeout=10)
+    wait_for(lambda: not pid_alive(child), f"the test's child {child} to be gone", timeout=pace.deadline(10))
 
 
 CAPTURE_FIXTURES = """
@@ -333,7 +332,8 @@ def _start_pytest(folder: Path, *args: str) -> subprocess.Popen[str]:
 
 
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "sigkill"])
-def test_a_stopped_pytest_leaves_no_forked_test_behind(plugin_env: pytest.Pytester, how: signal.Signals) -> None:
+def test_a_stopped_pytest_leaves_no_forked_test_behind(plugin_env: pytest.Pytester, pace: Pace,
+                                                        how: signal.Signals) -> None:
     pid_file = plugin_env.path / "child.pid"
     plugin_env.makepyfile(test_sleeper=SLEEPER.format(pid_file=str(pid_file)))
     proc = _start_pytest(plugin_env.path, "--lifeguard", "--lifeguard-report", "out")
@@ -348,7 +348,7 @@ def test_a_stopped_pytest_leaves_no_forked_test_behind(plugin_env: pytest.Pytest
             proc.wait(timeout=10)
     # Not alive: gone, or a zombie of this process (the in-process sessions above made it a subreaper, so
     # the killed test's remains come here).
-    wait_for(lambda: not alive(child), f"the forked test {child} to be gone", timeout=10)
+    wait_for(lambda: not pid_alive(child), f"the forked test {child} to be gone", timeout=pace.deadline(10))
     if how == signal.SIGINT:
         assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
         report = json.loads((plugin_env.path / "out" / "report.json").read_text())
