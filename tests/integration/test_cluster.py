@@ -150,7 +150,7 @@ def test_a_mixed_plan_on_the_cluster_ends_as_it_does_here(cluster: Cluster, pace
 
 
 def test_a_lost_worker_loses_no_run(cluster: Cluster, pace: Pace, tmp_path: Path) -> None:
-    plan, _ = _plan(tmp_path, pace, passing=12, pause=0.3)
+    plan, _ = _plan(tmp_path, pace, passing=12, pause=0.5)
     proc = start_cli("run", f"{plan}::passes", "--scheduler", cluster.address, "--report",
                      str(tmp_path / "out"), "--no-native")
     victim = cluster.workers[0]
@@ -169,7 +169,10 @@ def test_a_lost_worker_loses_no_run(cluster: Cluster, pace: Pace, tmp_path: Path
     assert sorted(run["index"] for run in report["runs"]) == list(range(12))  # every run, once
     assert {run["outcome"] for run in report["runs"]} == {"passed"}
     lost = [run for run in report["runs"] if any("was lost while it ran" in note for note in run["notes"])]
-    assert len(lost) == 1  # the run under way on the killed worker: run again elsewhere, the loss recorded
+    # The run under way on the killed worker is run again elsewhere, the loss recorded. A run that had
+    # finished there but whose result had not reached the scheduler yet is run again too (Dask recomputes a
+    # result lost with its worker): one loss at least, never a run missing or twice in the report.
+    assert len(lost) >= 1
     cluster.wait_for_workers(2)
 
 
