@@ -1,5 +1,5 @@
 import sys
 
-from lifeguard.cli.main import main
+from lifeguard.cli.entry import main
 
 sys.exit(main())

@@ -20,19 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lifeguard.cache import CACHE_ENV, cache_folder
 from lifeguard.errors import BuildCacheError, BuildError
 from lifeguard.interpreter import Interpreter
 
-CACHE_ENV = "LIFEGUARD_CACHE"
-
 
 def cache_dir() -> Path:
-    """``$LIFEGUARD_CACHE``, else ``$XDG_CACHE_HOME/lifeguard``, else ``~/.cache/lifeguard``."""
-    explicit = os.environ.get(CACHE_ENV)
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "lifeguard"
+    """The cache folder (lifeguard.cache): ``$LIFEGUARD_CACHE``, else ``$XDG_CACHE_HOME/lifeguard``, else
+    ``~/.cache/lifeguard``."""
+    return Path(cache_folder())
 
 
 def writable_cache() -> Path:

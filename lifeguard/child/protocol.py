@@ -32,6 +32,9 @@ CGROUP_ENV = "LIFEGUARD_CGROUP"
 # How runs' processes are tracked: "auto" (a cgroup where one is writable, else the subreaper), "cgroup" or
 # "subreaper" (forced: the fallback's own tests, or a machine whose cgroups misbehave).
 MEMBERSHIP_ENV = "LIFEGUARD_MEMBERSHIP"
+# "0": `lifeguard run ... -- COMMAND` starts the command only once lifeguard is loaded, never ahead of it
+# (lifeguard.run.headstart).
+HEADSTART_ENV = "LIFEGUARD_HEADSTART"
 
 # Read by a Dask worker's half of a cluster run (run.cluster_worker): "1" makes the worker keep each run's files in
 # a folder of its own and ship them back, as a worker on another machine does (the tests' one-machine cluster).

@@ -1,5 +1,5 @@
-"""The command line: main(argv) -> int."""
+"""The command line: ``lifeguard.cli.main.main(argv) -> int``, entered through ``lifeguard.cli.entry``.
 
-from lifeguard.cli.main import main
-
-__all__ = ["main"]
+Imports nothing: the entry point starts a wrapped command before the command line's modules load
+(lifeguard.run.headstart).
+"""

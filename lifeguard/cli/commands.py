@@ -42,6 +42,7 @@ from lifeguard.plan.probes import PROBES, parse_hook, probe_options, probe_scena
 from lifeguard.plan.scheduler import PlanOptions, build_all, series_of
 from lifeguard.report.escape import for_terminal
 from lifeguard.report.terminal import COLOR_CHOICES, exited_on_its_own
+from lifeguard.run import headstart
 
 
 class Command:
@@ -186,13 +187,16 @@ class Run(Selecting):
                               cores=not args.no_native, keep_cores=args.keep_cores, backtrace=args.backtrace,
                               until_fail=args.until_fail, duration=args.duration, seed=args.seed,
                               perturbations=args.perturb, mode=args.mode, exitfirst=args.exitfirst,
-                              shard=args.shard, base_seed=args.base_seed)
+                              shard=args.shard, base_seed=headstart.base_seed(args.base_seed))
         several = sum(s.is_plain for s in scenarios) > 1 or (args.repeat or 1) > 1 or args.until_fail \
             or bool(args.duration)
         setup = SessionSetup(interpreter, jobs=args.jobs, verbose=args.verbose, report_dir=args.report,
                              native=not args.no_native, quiet=args.quiet, live_prefix=several,
                              color=args.color, scheduler=args.scheduler)
         session = run_session(scenarios, options, setup)
+        head = headstart.made()
+        if args.verbose and head is not None:
+            print(f"lifeguard: head start of {head.name}: {head.outcome}", file=sys.stderr)
         own = program_exit_code(session) if getattr(args, "plain", None) and not args.expect else None
         return own if own is not None else exit_code(session)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from lifeguard.child.protocol import MEMBERSHIP_ENV
 from lifeguard.run import cgroups
+from lifeguard.run.headstart import take_watchdog
 from lifeguard.run.membership import (
     SUBREAPER,
     CgroupMembership,
@@ -47,7 +48,7 @@ class Containment:
         self.why_not_cgroup = "subreaper asked for (LIFEGUARD_MEMBERSHIP)" if self.prefer == SUBREAPER else ""
         if self.prefer != SUBREAPER:
             self.session, self.why_not_cgroup = session_folder()
-        self.watchdog = Watchdog()
+        self.watchdog = Watchdog(take_watchdog())  # the head start's, if a command started ahead of us
         self.spawned: set[int] = {self.watchdog.pid}  # children the supervisor started for itself
         self.live: set[SubreaperMembership] = set()
         if self.session is not None:

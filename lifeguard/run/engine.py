@@ -19,6 +19,7 @@ from lifeguard.model.run import RunSpec, StartMode
 from lifeguard.model.scenario import Scenario
 from lifeguard.model.tally import SeriesTally
 from lifeguard.plan.scheduler import PlanOptions, Scheduler, build_all, series_of
+from lifeguard.run import headstart
 from lifeguard.run.containment import containment
 from lifeguard.run.launch import no_inherited_cores
 from lifeguard.run.live import LiveOutput
@@ -159,7 +160,9 @@ class Engine:
         if any(item.is_plain and item.workdir for item in scenarios):
             no_inherited_cores()  # a plain target works in the user's folder: no core may land there
         temporary = self.runs_dir is None
-        runs_dir = self.runs_dir or Path(tempfile.mkdtemp(prefix="lifeguard-runs-"))
+        head = headstart.pending()  # a command started ahead of lifeguard's imports: its folder is the session's
+        runs_dir = self.runs_dir or (Path(head.runs_dir) if head is not None else None) \
+            or Path(tempfile.mkdtemp(prefix="lifeguard-runs-"))
         session.runs_dir = runs_dir
         if self.cluster is not None:
             self.cluster.prepare(runs_dir)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import os
-import select
 import threading
 import time
 from collections.abc import Callable
@@ -20,61 +19,11 @@ from lifeguard.child import forked_test
 from lifeguard.model.result import RunResult
 from lifeguard.model.run import RunSpec
 from lifeguard.run.containment import containment
+from lifeguard.run.handles import ForkedChild
 from lifeguard.run.launch import RunFiles, child_env, child_spec
 from lifeguard.run.live import LiveOutput
 from lifeguard.run.relay import Relays
 from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP, CaptureHook, starting, supervise
-
-REAP_POLL = 0.01  # reap() after a kill: how often to look (the kill settles in milliseconds)
-
-
-class ForkedChild:
-    """A child forked by this process, waited on through a pidfd (no polling latency)."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self._returncode: int | None = None
-        try:
-            self._pidfd: int | None = os.pidfd_open(pid)
-        except (AttributeError, OSError):
-            self._pidfd = None
-
-    def _poll(self) -> bool:
-        if self._returncode is None:
-            try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:  # reaped elsewhere: nothing more can be known of it
-                pid, status = self.pid, 0
-            if pid == 0:
-                return False
-            self._returncode = os.waitstatus_to_exitcode(status)
-            self._close()
-        return True
-
-    def wait_step(self, timeout: float) -> bool:
-        if self._poll():
-            return True
-        if self._pidfd is not None:
-            select.select([self._pidfd], [], [], timeout)
-        else:
-            time.sleep(min(timeout, REAP_POLL))
-        return self._poll()
-
-    @property
-    def returncode(self) -> int | None:
-        return self._returncode
-
-    def reap(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not self.wait_step(min(REAP_POLL, max(0.0, deadline - time.monotonic()))):
-            if time.monotonic() >= deadline:
-                return  # unkillable (D state): reported by the leak checks
-        self._close()
-
-    def _close(self) -> None:
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
 
 
 def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Event | None = None,

@@ -13,35 +13,21 @@ import signal
 import subprocess
 import sys
 import threading
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lifeguard.build import cache_dir
 from lifeguard.child import protocol
 from lifeguard.child.protocol import BOOT_SCRIPT, EVENTS_FILE
 from lifeguard.model.run import BacktraceMethod, RunKind, RunSpec, StartMode
+from lifeguard.run import childpath
 
 # The signal the child's faulthandler listens on for a dump of every thread.
 
 
-@functools.cache
 def child_path_dir() -> Path:
-    """A folder holding only a link to this package, for the child's sys.path.
-
-    Putting the supervisor's site-packages on a child's path would mix in
-    extension modules built for another interpreter (with --python).
-    """
-    package = Path(__file__).resolve().parents[1]
-    folder = cache_dir() / "childpath" / f"{zlib.crc32(str(package).encode()):08x}"
-    link = folder / "lifeguard"
-    if not link.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".lifeguard.{os.getpid()}.{threading.get_ident()}"
-        os.symlink(package, tmp)
-        os.replace(tmp, link)
-    return folder
+    """A folder holding only a link to this package, for the child's sys.path (lifeguard.run.childpath)."""
+    return Path(childpath.child_path_folder())
 
 
 # Asks every Python process of a run's tree for a faulthandler dump (sent to the child in the spec).
@@ -109,33 +95,10 @@ def boot_script(path_dir: Path) -> Path:
     return script
 
 
-SITE_HOOK = """\
-# Written by lifeguard: attaches this Python process to the supervised run that started it
-# (lifeguard/child/attach.py), then steps aside.
-import sys
-sys.path.insert(0, {path_dir!r})
-try:
-    from lifeguard.child import attach
-finally:
-    sys.path.remove({path_dir!r})
-attach.main({hook_dir!r})
-"""
-
-
-@functools.cache
 def site_hook_dir() -> Path:
     """The folder put first on a plain run's PYTHONPATH: only a sitecustomize.py that attaches each Python
-    process of the run's tree (child.attach)."""
-    path_dir = child_path_dir()
-    folder = path_dir / protocol.SITE_HOOK_DIR
-    hook = folder / protocol.SITE_HOOK_FILE
-    text = SITE_HOOK.format(path_dir=str(path_dir), hook_dir=str(folder))
-    if not hook.exists() or hook.read_text() != text:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{protocol.SITE_HOOK_FILE}.{os.getpid()}.{threading.get_ident()}"
-        tmp.write_text(text)
-        os.replace(tmp, hook)
-    return folder
+    process of the run's tree (child.attach; lifeguard.run.childpath)."""
+    return Path(childpath.site_hook_folder())
 
 
 def no_inherited_cores() -> None:
@@ -189,6 +152,11 @@ class RunFiles:
         files = cls(run_dir, run_dir / protocol.STDOUT_FILE, run_dir / protocol.STDERR_FILE, run_dir / EVENTS_FILE)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC | os.O_CLOEXEC
         return files, os.open(files.events, flags, 0o644)
+
+    @classmethod
+    def existing(cls, run_dir: Path) -> RunFiles:
+        """The files of a run whose folder and result channel were made before it (lifeguard.run.headstart)."""
+        return cls(run_dir, run_dir / protocol.STDOUT_FILE, run_dir / protocol.STDERR_FILE, run_dir / EVENTS_FILE)
 
 
 def child_spec(spec: RunSpec) -> dict[str, Any]:

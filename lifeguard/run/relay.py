@@ -29,7 +29,8 @@ DRAIN_TIMEOUT = 2.0
 class Relay:
     """One stream (``name`` "stdout" or "stderr") of one run into ``path``, keeping at most ``cap`` bytes."""
 
-    def __init__(self, path: Path, cap: int, name: str, spec: RunSpec, live: LiveOutput | None) -> None:
+    def __init__(self, path: Path, cap: int, name: str, spec: RunSpec, live: LiveOutput | None,
+                 pipe: tuple[int, int] | None = None) -> None:
         self.path = path
         self.head_room = cap // 2
         self.tail_room = cap - self.head_room
@@ -41,7 +42,9 @@ class Relay:
         self._tail_size = 0
         self._stop = threading.Event()
         self._lock = threading.Lock()  # the file and the tail, between the pump and close()
-        read_end, self.child_end = os.pipe()  # both close-on-exec; the child's end is handed on explicitly
+        # Both ends close-on-exec; the child's end is handed on explicitly (``pipe``: one made for a child
+        # started before the relay, lifeguard.run.headstart).
+        read_end, self.child_end = pipe if pipe is not None else os.pipe()
         self._file = open(path, "ab", buffering=0)
         self._written = 0
         self._thread = threading.Thread(target=self._pump, args=(read_end,), name=f"lifeguard-relay-{name}",
@@ -111,11 +114,12 @@ class Relay:
 class Relays:
     """A run's two relays."""
 
-    def __init__(self, spec: RunSpec, stdout: Path, stderr: Path, cap: int, live: LiveOutput | None) -> None:
+    def __init__(self, spec: RunSpec, stdout: Path, stderr: Path, cap: int, live: LiveOutput | None,
+                 pipes: tuple[tuple[int, int], tuple[int, int]] | None = None) -> None:
         self.spec = spec
         self.live = live
-        self.stdout = Relay(stdout, cap, "stdout", spec, live)
-        self.stderr = Relay(stderr, cap, "stderr", spec, live)
+        self.stdout = Relay(stdout, cap, "stdout", spec, live, pipes[0] if pipes else None)
+        self.stderr = Relay(stderr, cap, "stderr", spec, live, pipes[1] if pipes else None)
         self._closed = False
 
     @property

@@ -12,7 +12,6 @@ evidence completed by explain.
 from __future__ import annotations
 
 import os
-import select
 import subprocess
 import threading
 import time
@@ -27,8 +26,10 @@ from lifeguard.errors import UsageError
 from lifeguard.model.outcomes import Phase
 from lifeguard.model.result import Leftover, RunResult
 from lifeguard.model.run import RunKind, RunSpec
+from lifeguard.run import headstart
 from lifeguard.run.classify import classify, lead_pid, phase_of, read_events
 from lifeguard.run.containment import containment, spawn, starts_python
+from lifeguard.run.handles import ForkedChild, PopenHandle
 from lifeguard.run.launch import DUMP_SIGNAL, RunFiles, child_argv, child_env, child_spec, precompile_child_side
 from lifeguard.run.live import LiveOutput
 from lifeguard.run.membership import RunMembership
@@ -95,47 +96,6 @@ class ChildHandle(Protocol):
     def reap(self, timeout: float) -> None:
         """Collect the exit status after a kill (bounded)."""
         ...
-
-
-class PopenHandle:
-    """A fresh child started with Popen, waited on through a pidfd (no polling latency)."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.proc = proc
-        self.pid = proc.pid
-        try:
-            self._pidfd: int | None = os.pidfd_open(proc.pid)
-        except (AttributeError, OSError):
-            self._pidfd = None  # old kernel: fall back to short sleeps
-
-    def wait_step(self, timeout: float) -> bool:
-        if self.proc.poll() is not None:
-            self._close()
-            return True
-        if self._pidfd is not None:
-            select.select([self._pidfd], [], [], timeout)
-        else:
-            time.sleep(min(timeout, 0.005))
-        if self.proc.poll() is not None:
-            self._close()
-            return True
-        return False
-
-    @property
-    def returncode(self) -> int | None:
-        return self.proc.returncode
-
-    def reap(self, timeout: float) -> None:
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pass  # unkillable (D state): reported by the leak checks
-        self._close()
-
-    def _close(self) -> None:
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
 
 
 def _wait_exit(handle: ChildHandle, membership: RunMembership, deadline: float,
@@ -235,6 +195,11 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
     """Run ``spec`` in a fresh child and return its classified result (its output handed to ``live``
     as it comes, when given)."""
     precompile_child_side(spec.interpreter.executable, spec.interpreter.version)
+    if spec.kind is RunKind.COMMAND and headstart.pending() is not None:
+        result = _from_head_start(spec, cancel=cancel, capture_hooks=capture_hooks, output_cap=output_cap,
+                                  live=live)
+        if result is not None:
+            return result
     files, events_fd = RunFiles.create(spec.run_dir)
     relays = Relays(spec, files.stdout, files.stderr, output_cap, live)
     out_fd, err_fd = relays.child_ends
@@ -263,6 +228,32 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
         else:
             membership.started(proc.pid)
     return supervise(spec, PopenHandle(proc), membership, files, relays, started, cancel=cancel,
+                     capture_hooks=capture_hooks)
+
+
+def _from_head_start(spec: RunSpec, *, cancel: threading.Event | None, capture_hooks: tuple[CaptureHook, ...],
+                     output_cap: int, live: LiveOutput | None) -> RunResult | None:
+    """Supervise the command started ahead of lifeguard's imports (lifeguard.run.headstart), if it is the very
+    process this start would start; None when it is not (it is killed, and the run starts as usual). Tracked
+    by ancestry: it was started before the session's cgroup existed."""
+    head = headstart.pending()
+    if head is None:
+        return None
+    membership = containment().for_run(head.run_id, by_ancestry=True)
+    env = dict(os.environ)
+    env.update(child_env(spec, head.run_id, events_fd=head.events_fd))
+    env.update(membership.child_env())
+    if headstart.claim(child_argv(spec), str(spec.cwd), env) is None:
+        membership.close()
+        return None
+    files = RunFiles.existing(spec.run_dir)
+    relays = Relays(spec, files.stdout, files.stderr, output_cap, live,
+                    pipes=((head.out_read, head.out_write), (head.err_read, head.err_write)))
+    events_fd = head.events_fd
+    head.events_fd = head.out_read = head.out_write = head.err_read = head.err_write = -1  # the relays' now
+    with starting(membership, relays, events_fd):
+        membership.started(head.pid)
+    return supervise(spec, ForkedChild(head.pid), membership, files, relays, head.started, cancel=cancel,
                      capture_hooks=capture_hooks)
 
 

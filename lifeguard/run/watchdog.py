@@ -7,10 +7,13 @@ The write end is close-on-exec: no run inherits it (a run holding it would keep 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
+from typing import IO
 
 from lifeguard.child import protocol
 from lifeguard.child import watchdog as child_watchdog
@@ -18,14 +21,49 @@ from lifeguard.child import watchdog as child_watchdog
 STOP_TIMEOUT = 5.0  # the watchdog's own exit after the pipe closes (nothing to kill by then)
 
 
+class StartedWatchdog:
+    """A watchdog started before this module was imported (lifeguard.run.headstart), as Popen offers it."""
+
+    def __init__(self, pid: int, pipe: int) -> None:
+        self.pid = pid
+        self.stdin: IO[bytes] | None = os.fdopen(pipe, "wb")
+        self.returncode: int | None = None
+
+    def wait(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while self.returncode is None:
+            try:
+                done, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                done, status = self.pid, 0
+            if done:
+                self.returncode = os.waitstatus_to_exitcode(status)
+            elif time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(["watchdog"], timeout)
+            else:
+                time.sleep(0.005)
+        return self.returncode
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, 9)
+        except OSError:
+            pass
+
+
 class Watchdog:
-    def __init__(self) -> None:
+    def __init__(self, started: tuple[int, int] | None = None) -> None:
+        """Start the watchdog, or keep the one ``started`` (its pid and the write end of its pipe)."""
         self._lock = threading.Lock()
-        self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(Path(child_watchdog.__file__)), protocol.RUN_ID_ENV],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,  # the terminal's Ctrl-C reaches the supervisor, never the watchdog
-        )
+        self.proc: subprocess.Popen[bytes] | StartedWatchdog | None
+        if started is not None:
+            self.proc = StartedWatchdog(*started)
+        else:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(Path(child_watchdog.__file__)), protocol.RUN_ID_ENV],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True,  # the terminal's Ctrl-C reaches the supervisor, never the watchdog
+            )
         self.pid = self.proc.pid
 
     def supervisor_fd(self) -> int | None:

@@ -38,6 +38,22 @@ def test_the_command_line_imports_neither_pytest_nor_numpy(module: str) -> None:
     assert loaded_by(f"import {module}") == [], f"import {module} loaded them"
 
 
+# What the entry point loads before a wrapped command starts (lifeguard.run.headstart): none of the standard
+# library's slow imports, which would be time the user waits for the command.
+SLOW_STDLIB = ("dataclasses", "pathlib", "subprocess", "argparse", "typing", "enum", "tempfile", "shutil", "re")
+
+
+def test_the_entry_point_imports_little_before_the_head_start() -> None:
+    at_start = set(loaded_by("pass", SLOW_STDLIB))  # what the interpreter's site already loaded here
+    assert set(loaded_by("import lifeguard.cli.entry", SLOW_STDLIB)) - at_start == set()
+
+
+def test_the_check_sees_a_slow_import() -> None:
+    """The same check on the command line's own module, which needs them all, finds them."""
+    at_start = set(loaded_by("pass", SLOW_STDLIB))
+    assert set(loaded_by("import lifeguard.cli.main", SLOW_STDLIB)) - at_start >= {"dataclasses", "argparse"}
+
+
 def test_a_whole_run_with_statistics_imports_neither() -> None:
     """A series of runs (statistics computed, reports written) through the CLI's own main()."""
     code = ("import tempfile\nfrom lifeguard.cli.main import main\n"

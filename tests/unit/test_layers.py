@@ -16,12 +16,12 @@ PACKAGE = Path(__file__).resolve().parents[2] / "lifeguard"
 
 # Top to bottom, as in DESIGN.md's layout: a module may import its own layer and the layers above.
 LAYERS = ("", "model", "child", "plan", "run", "capture", "diagnose", "report", "cli", "pytest_plugin")
-TOP_LEVEL = ("errors", "interpreter", "build")
+TOP_LEVEL = ("errors", "interpreter", "build", "cache")
 # Entry shims, allowed to reach down: `python -m lifeguard` runs the CLI, and `@lifeguard.scenario`
 # forwards to the decorator in model/ (lazily: the child never pays for it), or, in the discovery process,
 # to child.discovery, which records the declaration as data.
 # The package root also reads the child protocol's CHILD_ENV (the decorator is a no-op in a child).
-ENTRY_SHIMS = {"lifeguard.__main__": {"lifeguard.cli.main"},
+ENTRY_SHIMS = {"lifeguard.__main__": {"lifeguard.cli.entry"},
                "lifeguard": {"lifeguard.model.scenario", "lifeguard.child.protocol", "lifeguard.child.discovery"}}
 # The gdb script runs inside gdb's own Python, never imported by lifeguard.
 NOT_MODULES = {"lifeguard.capture.gdb_script"}

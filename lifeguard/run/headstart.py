@@ -1,0 +1,384 @@
+"""The head start: a wrapped command starts before the rest of lifeguard is imported.
+
+``lifeguard run [-q] [-v] [-x] [--color WHEN] [--timeout S] [--expect E] -- COMMAND [ARGS...]`` wraps a
+program (a CI step, ``python3 script.py``) whose own time is what its user waits for, and importing
+lifeguard's supervisor, diagnosis and reports takes about a tenth of a second before a run could start. So
+the command line's entry point (lifeguard.cli.entry) calls ``begin()`` first, with nothing of lifeguard
+imported but this module: it starts the run's process as a normal start would (the same command, working
+folder, environment and descriptors, its own session, killed with the thread that started it, core dumps
+off), and the watchdog beside it; the rest of lifeguard is imported while the program runs.
+
+The normal start stays the authority. When the supervisor reaches the run (lifeguard.run.supervise), it
+computes the process it would start and ``claim()`` hands the head start over only if it is that very
+process (command, folder and every environment entry compared); otherwise the head start is killed and
+the run starts as usual: slower, never different. The run is tracked by ancestry (lifeguard.run.membership:
+this process became the subreaper first), since it was started before the session's cgroup existed.
+Anything unusual on the way (an option the head start does not know, a command it cannot find, a cache
+that cannot be written) means no head start, never an error: the normal start then says what is wrong.
+
+Standard library (os, sys, ctypes, random, signal, resource) and lifeguard.child/cache modules only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from lifeguard.child import protocol
+from lifeguard.run import childpath
+
+TYPE_CHECKING = False  # typing costs import time here, where every millisecond is the user's
+if TYPE_CHECKING:
+    from typing import Any
+
+# The options of `lifeguard run` that change nothing of how the run's process starts (everything else
+# means a normal start): flags, and options with a value (``--timeout 5`` or ``--timeout=5``).
+FLAGS = frozenset({"-q", "--quiet", "-v", "--verbose", "-x", "--exitfirst"})
+VALUE_OPTIONS = frozenset({"--timeout", "--expect", "--color"})
+# A command's name as its run's folder spells it unchanged (lifeguard.model.scenario.evidence_name).
+NAME_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+NAME_LIMIT = 80
+VARIANT = "default"  # a plain target's only variant (lifeguard.model.scenario.DEFAULT_VARIANT)
+PIPE_SIZE = 1 << 20  # the output pipes hold this much while the relays are not reading yet
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+REAP_TIMEOUT = 5.0
+EXEC_FAILED = 127
+
+
+class HeadStart:
+    """A run's process started before lifeguard was loaded, and what a normal start needs to take it over."""
+
+    def __init__(self, argv: list[str], name: str, runs_dir: str, run_id: str, base_seed: int) -> None:
+        import time
+
+        self.argv = argv
+        self.name = name
+        self.runs_dir = runs_dir
+        self.run_dir = os.path.join(runs_dir, f"{name}-{VARIANT}-0")
+        self.run_id = run_id
+        self.base_seed = base_seed
+        self.cwd = os.getcwd()
+        self.env: dict[str, str] = {}
+        self.pid = 0
+        self.started = time.monotonic()
+        self.events_fd = -1
+        self.out_read = self.out_write = self.err_read = self.err_write = -1
+        self.watchdog: tuple[int, int] | None = None  # (pid, the write end of its pipe)
+        self.outcome = "not claimed"  # what became of it, for ``lifeguard run -v``
+
+    def close_files(self) -> None:
+        for name in ("events_fd", "out_read", "out_write", "err_read", "err_write"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+                setattr(self, name, -1)
+
+
+_pending: list[HeadStart] = []  # the one head start of this process, until claimed or discarded
+_made: list[HeadStart] = []  # every head start this process made (for -v and the tests)
+
+
+def begin(argv: list[str]) -> HeadStart | None:
+    """Start the run of ``lifeguard run ... -- COMMAND`` now, if this command line is one the head start
+    knows; None (and nothing started) otherwise."""
+    if os.environ.get(protocol.HEADSTART_ENV, "") == "0" or os.environ.get(protocol.CHILD_ENV):
+        return None
+    command = _command_of(argv)
+    if command is None or _find(command[0]) is None:
+        return None
+    name = os.path.basename(command[0])
+    if not name or len(name) > NAME_LIMIT or not set(name) <= NAME_CHARACTERS:
+        return None
+    head: HeadStart | None = None
+    try:
+        head = HeadStart(command, name, _runs_folder(), os.urandom(16).hex(), int.from_bytes(os.urandom(4), "little"))
+        _start(head)
+    except Exception:  # no head start, whatever went wrong: the normal start will say it, if it matters
+        if head is not None:
+            _end(head)
+        return None
+    import atexit
+
+    atexit.register(discard)  # a usage error, Ctrl-C during the imports: nothing may outlive lifeguard
+    _pending.append(head)
+    _made.append(head)
+    return head
+
+
+def pending() -> HeadStart | None:
+    return _pending[0] if _pending else None
+
+
+def base_seed(given: int | None) -> int | None:
+    """The session's base seed: ``given`` (--base-seed), else the one the pending head start's run has its
+    seed from (the plan derives that seed again and must find the same), else None (a random one)."""
+    head = pending()
+    return given if given is not None or head is None else head.base_seed
+
+
+def made() -> HeadStart | None:
+    """This process's head start, claimed or not (for ``lifeguard run -v``)."""
+    return _made[0] if _made else None
+
+
+def claim(argv: list[str], cwd: str, env: dict[str, str]) -> HeadStart | None:
+    """The head start, if it is the process a normal start would start with ``argv`` in ``cwd`` with ``env``;
+    else it is killed and None returned (a normal start follows)."""
+    head = pending()
+    if head is None:
+        return None
+    _pending.clear()
+    differs = _difference(head, argv, cwd, env)
+    if differs:
+        head.outcome = f"not used: {differs}"
+        _end(head, keep_folder=True)  # the session's runs go to its folder all the same
+        return None
+    head.outcome = "used: the command started before lifeguard's own modules were imported"
+    return head
+
+
+def take_watchdog() -> tuple[int, int] | None:
+    """The head start's watchdog (pid, pipe), for the session's containment to keep."""
+    head = made()
+    if head is None or head.watchdog is None:
+        return None
+    watchdog, head.watchdog = head.watchdog, None
+    return watchdog
+
+
+def discard() -> None:
+    """Kill a head start nobody claimed (the session ended before its run: a usage error, Ctrl-C)."""
+    head = pending()
+    if head is None:
+        return
+    _pending.clear()
+    head.outcome = "not used: the session ended before its run"
+    _end(head)
+
+
+def _difference(head: HeadStart, argv: list[str], cwd: str, env: dict[str, str]) -> str:
+    if list(argv) != head.argv:
+        return "another command"
+    if os.path.realpath(cwd) != os.path.realpath(head.cwd):
+        return "another working folder"
+    names = sorted(name for name in set(env) | set(head.env) if env.get(name) != head.env.get(name))
+    return f"the environment differs ({', '.join(names)})" if names else ""
+
+
+def _command_of(argv: list[str]) -> list[str] | None:
+    """The command of ``run [KNOWN OPTIONS] -- COMMAND [ARGS...]``, else None."""
+    if not argv or argv[0] != "run":
+        return None
+    position = 1
+    while position < len(argv):
+        word = argv[position]
+        if word == "--":
+            return list(argv[position + 1:]) or None
+        name, equals, _ = word.partition("=")
+        if word in FLAGS:
+            position += 1
+        elif name in VALUE_OPTIONS:
+            position += 1 if equals else 2
+        else:
+            return None
+    return None
+
+
+def _find(program: str) -> str | None:
+    """Where exec finds ``program`` (PATH lookup as the normal start's), if it is an executable file."""
+    candidates = [program] if os.sep in program else [os.path.join(d, program) for d in os.get_exec_path()]
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _runs_folder() -> str:
+    """A new private folder for the session's runs, where tempfile.mkdtemp would make it (without importing
+    tempfile and what it imports)."""
+    base = ""
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        base = os.environ.get(name, "")
+        if base:
+            break
+    base = base or "/tmp"
+    for _ in range(100):
+        path = os.path.join(os.path.abspath(base), f"lifeguard-runs-{os.urandom(6).hex()}")
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(base)
+
+
+def run_seed(base_seed: int, name: str, variant: str, index: int) -> int:
+    """A run's seed, as the plan derives it (lifeguard.plan.scheduler.run_seed: the same formula)."""
+    import random
+
+    return random.Random(f"{base_seed}:{name}:{variant}:{index}").getrandbits(32)
+
+
+def _environment(head: HeadStart) -> dict[str, str]:
+    """What a normal start gives a plain command's run (lifeguard.run.launch.child_env, the plan's seed
+    entries of lifeguard.plan.perturbations.supervisor_side): checked entry by entry when it is claimed."""
+    seed = run_seed(head.base_seed, head.name, VARIANT, 0)
+    attach: dict[str, Any] = {"run_dir": head.run_dir, "dump_signal": int(_dump_signal()), "cores": True,
+                              "seed": seed, "perturbations": []}
+    inherited = os.environ.get("PYTHONPATH")
+    env = dict(os.environ)
+    env.update({
+        "PYTHONHASHSEED": str(seed % (2**32 - 1)), protocol.SEED_ENV: str(seed),
+        protocol.RUN_ID_ENV: head.run_id, protocol.VARIANT_ENV: VARIANT,
+        protocol.EVENTS_FD_ENV: str(head.events_fd),
+        protocol.EVENTS_PATH_ENV: os.path.join(head.run_dir, protocol.EVENTS_FILE),
+        protocol.ATTACH_ENV: repr({key: attach[key] for key in protocol.ATTACH_KEYS}),
+        "PYTHONPATH": childpath.site_hook_folder() + (os.pathsep + inherited if inherited else ""),
+        "PYTHONFAULTHANDLER": "1",
+    })
+    return env
+
+
+def _dump_signal() -> int:
+    import signal
+
+    return int(signal.SIGUSR2)  # lifeguard.run.launch.DUMP_SIGNAL
+
+
+def _start(head: HeadStart) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # before the fork: the run's orphans come to us
+    os.mkdir(head.run_dir)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC | os.O_CLOEXEC
+    head.events_fd = os.open(os.path.join(head.run_dir, protocol.EVENTS_FILE), flags, 0o644)
+    head.out_read, head.out_write = os.pipe()
+    head.err_read, head.err_write = os.pipe()
+    _widen(head.out_write)
+    _widen(head.err_write)
+    head.env = _environment(head)
+    head.watchdog = _start_watchdog()
+    go_read, go_write = os.pipe()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the run's process: only system calls until exec
+        os.close(go_write)
+        _become_run(head, libc, parent, go_read)
+    os.close(go_read)
+    head.pid = pid
+    try:
+        # The watchdog knows of the run before the run's own code starts: a lifeguard killed from here on
+        # (even by the command itself) takes the run's whole tree with it.
+        os.write(head.watchdog[1], f"run {pid} {head.run_id}\n".encode())
+        os.write(go_write, b"g")
+    finally:
+        os.close(go_write)
+
+
+def _widen(fd: int) -> None:
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, 1031, PIPE_SIZE)  # F_SETPIPE_SZ
+    except (ImportError, OSError):
+        pass  # the default 64 KiB: a program writing more before the relays read just waits a moment
+
+
+def _become_run(head: HeadStart, libc: Any, parent: int, go: int) -> None:
+    """In the forked child: what Popen(start_new_session=True, stdin=DEVNULL, pass_fds=(events,),
+    restore_signals=True) and the normal start's pre-exec step (killed with its parent) do, then exec once
+    the watchdog has been told of the run (``go`` gives a byte; end of file: the supervisor died first)."""
+    try:
+        import resource
+        import signal
+
+        os.setsid()
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.read(go, 1) != b"g" or os.getppid() != parent:
+            os._exit(EXEC_FAILED)  # the supervisor is already gone
+        for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):  # Python ignores these; exec would keep them ignored
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), signal.SIG_DFL)
+        soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+        if soft != 0:  # no core in the user's folder (lifeguard.run.launch.no_inherited_cores)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(head.out_write, 1)
+        os.dup2(head.err_write, 2)
+        os.set_inheritable(head.events_fd, True)  # as pass_fds makes it; every other descriptor closed
+        os.closerange(3, head.events_fd)
+        os.closerange(head.events_fd + 1, os.sysconf("SC_OPEN_MAX"))
+        os.execvpe(head.argv[0], head.argv, head.env)
+    except BaseException:
+        pass
+    os._exit(EXEC_FAILED)
+
+
+def _start_watchdog() -> tuple[int, int]:
+    """The watchdog (lifeguard.child.watchdog) as lifeguard.run.watchdog starts it: its pid and the write end
+    of its pipe (what lifeguard writes there waits in the pipe while the watchdog's interpreter starts)."""
+    read_end, write_end = os.pipe()
+    script = os.path.join(childpath.package_folder(), "child", "watchdog.py")
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()  # the terminal's Ctrl-C reaches the supervisor, never the watchdog
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(read_end, 0)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+            os.execv(sys.executable, [sys.executable, "-I", "-S", script, protocol.RUN_ID_ENV])
+        except BaseException:
+            pass
+        os._exit(EXEC_FAILED)
+    os.close(read_end)
+    return pid, write_end
+
+
+def _end(head: HeadStart, *, keep_folder: bool = False) -> None:
+    """Kill the head start's process and its session, reap it, close its files and its watchdog, and remove
+    its runs' folder unless the session uses it (``keep_folder``)."""
+    import signal
+    import time
+
+    if head.pid > 0:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(head.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        deadline = time.monotonic() + REAP_TIMEOUT
+        while time.monotonic() < deadline:
+            try:
+                done, _ = os.waitpid(head.pid, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if done:
+                break
+            time.sleep(0.005)
+        head.pid = 0
+    head.close_files()
+    if head.watchdog is not None:
+        pid, fd = head.watchdog
+        head.watchdog = None
+        os.close(fd)  # end of file: the watchdog kills what is left of the run, and exits
+        deadline = time.monotonic() + REAP_TIMEOUT
+        while time.monotonic() < deadline:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if done:
+                break
+            time.sleep(0.005)
+    if not keep_folder:
+        import shutil
+
+        shutil.rmtree(head.runs_dir, ignore_errors=True)
