@@ -6,25 +6,16 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lifeguard.cli.base import Command
 from lifeguard.cli.options import positive_float, positive_int
-from lifeguard.cli.session import SessionSetup, run_session
 from lifeguard.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNEXPECTED, SurveyError
-from lifeguard.interpreter import resolve
-from lifeguard.model.outcomes import Outcome
-from lifeguard.model.survey import Package
 from lifeguard.plan.probes import PROBES
-from lifeguard.report.escape import for_terminal
-from lifeguard.report.survey import Survey, needs_a_look, survey_table, write_survey_json, write_survey_page
-from lifeguard.survey.hooking import HookChoice, entry_point_hooks, hook_for, read_hooks_file
-from lifeguard.survey.inventory import read_inventory, requirement_names
-from lifeguard.survey.limitations import read_limitations
-from lifeguard.survey.plan import survey_options, survey_scenarios
-from lifeguard.survey.repro import write_reproduction
-from lifeguard.survey.targets import choose_targets
-from lifeguard.survey.triage import triage
+
+if TYPE_CHECKING:
+    from lifeguard.model.survey import Package
+    from lifeguard.survey.hooking import HookChoice
 
 SURVEY_TIMEOUT = 30.0  # per run: a survey's packages start slower than a user's own small module
 
@@ -70,6 +61,20 @@ class SurveyCommand(Command):
                             help="skip native stacks (gdb on hangs, core files on crashes)")
 
     def run(self, args: argparse.Namespace) -> int:
+        # The survey's modules (and packaging, for versions) only for this command: `lifeguard run` needs neither.
+        from lifeguard.cli.session import SessionSetup, run_session
+        from lifeguard.interpreter import resolve
+        from lifeguard.model.outcomes import Outcome
+        from lifeguard.report.escape import for_terminal
+        from lifeguard.report.files import writable_folder
+        from lifeguard.report.survey import Survey, needs_a_look, survey_table, write_survey_json, write_survey_page
+        from lifeguard.survey.hooking import entry_point_hooks, read_hooks_file
+        from lifeguard.survey.inventory import read_inventory, requirement_names
+        from lifeguard.survey.limitations import read_limitations
+        from lifeguard.survey.plan import survey_options, survey_scenarios
+        from lifeguard.survey.repro import write_reproduction
+        from lifeguard.survey.triage import triage
+
         names = list(args.packages)
         if args.requirements is not None:
             try:
@@ -93,8 +98,6 @@ class SurveyCommand(Command):
         packages = self.packages(inventory.distributions, user, declared, bool(names), problems)
         probes = tuple(dict.fromkeys(args.probes or PROBES))
         report = (args.report or Path(tempfile.mkdtemp(prefix="lifeguard-survey-"))).resolve()
-        from lifeguard.report.files import writable_folder
-
         writable_folder(report)
         scenarios, meaning = survey_scenarios([p for p in packages if p.targets], probes, report / "probes",
                                               args.timeout)
@@ -122,6 +125,10 @@ class SurveyCommand(Command):
     def packages(distributions: tuple[dict[str, Any], ...], user: dict[str, HookChoice],
                  declared: dict[str, HookChoice], named: bool, problems: list[str]) -> list[Package]:
         """The surveyed packages with their targets and hooks; with --installed, only those with extensions."""
+        from lifeguard.model.survey import Package
+        from lifeguard.survey.hooking import hook_for
+        from lifeguard.survey.targets import choose_targets
+
         found = []
         for dist in distributions:
             extensions = tuple(str(name) for name in dist["extensions"])

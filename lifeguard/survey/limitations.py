@@ -4,6 +4,7 @@ The file (limitations.json beside this module; ``--limitations FILE`` adds the u
 ``{"limitations": [{"package", "versions", "probe", "link", "why"}, ...]}``: ``versions`` a PEP 440 specifier
 ("" for every version), ``probe`` a mode or an fnmatch pattern (``fork*``). Every entry needs a link to the
 package's own document or issue that says so: a limitation nobody documented is a candidate bug.
+packaging (PEP 440 versions) is imported when a survey reads them: `lifeguard run` does not need it.
 """
 
 from __future__ import annotations
@@ -12,9 +13,6 @@ import fnmatch
 import json
 from collections.abc import Iterable
 from pathlib import Path
-
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
 
 from lifeguard.errors import SurveyError
 from lifeguard.model.survey import Limitation
@@ -25,6 +23,8 @@ FIELDS = ("package", "versions", "probe", "link", "why")
 
 
 def read_limitations(path: Path = BUNDLED) -> list[Limitation]:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -51,6 +51,9 @@ def read_limitations(path: Path = BUNDLED) -> list[Limitation]:
 
 def matching(limitations: Iterable[Limitation], package: str, version: str, probe: str) -> Limitation | None:
     """The first entry that documents ``probe`` failing for ``package`` at ``version``."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
     for item in limitations:
         if canonical(item.package) != canonical(package) or not fnmatch.fnmatchcase(probe, item.probe):
             continue
