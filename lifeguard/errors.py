@@ -126,3 +126,11 @@ class DiskFullError(LifeguardError):
         super().__init__(f"no space left on the disk of {self.path}: the session stopped (results.jsonl holds "
                          "whole lines only); free space on that disk or write the report to another one "
                          "(--report DIR)")
+
+
+class SurveyError(UsageError):
+    """`lifeguard survey` cannot start: a package not installed, a hooks or limitations file that is wrong, or
+    an inventory of the target interpreter that failed; the message says which."""
+
+    HELP_TEXT = ("Name installed distributions (pip list in the target interpreter shows them), pick that "
+                 "interpreter with --python, and check the files given with --hooks and --limitations.")

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import ClassVar
 
 from lifeguard import __version__
+from lifeguard.cli.base import Command
 from lifeguard.cli.options import (
     default_jobs,
     expectation_text,
@@ -29,6 +28,7 @@ from lifeguard.cli.options import (
     split_plain_target,
 )
 from lifeguard.cli.session import SessionSetup, exit_code, run_session
+from lifeguard.cli.survey import SurveyCommand
 from lifeguard.errors import EXIT_OK, EXIT_USAGE, ArgumentError
 from lifeguard.interpreter import resolve
 from lifeguard.model.outcomes import Outcome, Phase
@@ -43,34 +43,6 @@ from lifeguard.plan.scheduler import PlanOptions, build_all, series_of
 from lifeguard.report.escape import for_terminal
 from lifeguard.report.terminal import COLOR_CHOICES, exited_on_its_own
 from lifeguard.run import headstart
-
-
-class Command:
-    """A subcommand: the first line of the docstring is its one-line help, the rest its description."""
-
-    name: ClassVar[str]
-    usage: ClassVar[str | None] = None  # argparse's own usage line, unless the command line is not argparse's
-    python_help: ClassVar[str] = "interpreter for the children (default: this one)"
-
-    @classmethod
-    def help(cls) -> str:
-        return (cls.__doc__ or "").strip().split("\n\n")[0]
-
-    @classmethod
-    def description(cls) -> str:
-        """The docstring's body (its paragraphs after the first line), else that line."""
-        paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", (cls.__doc__ or "").strip())]
-        return " ".join(" ".join(paragraphs[1:] or paragraphs[:1]).split())
-
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--python", metavar="PATH", help=self.python_help)
-
-    def split(self, parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], PlainTarget | None]:
-        """The words for argparse, and a plain target that takes the rest (only ``run`` has one)."""
-        return argv, None
-
-    def run(self, args: argparse.Namespace) -> int:
-        raise NotImplementedError
 
 
 class Selecting(Command):
@@ -393,4 +365,4 @@ class Merge(Command):
         return exit_code(merge_shards(args.folders, args.report, color=args.color))
 
 
-COMMANDS: tuple[Command, ...] = (Run(), List(), Build(), Doctor(), Probe(), Merge())
+COMMANDS: tuple[Command, ...] = (Run(), List(), Build(), Doctor(), Probe(), SurveyCommand(), Merge())

@@ -292,3 +292,8 @@ def render(session: Session, runs: Iterable[dict[str, Any]] | None = None, base:
         table_json=Markup(table.json(views)), not_listed=table.not_listed, listed=len(table.rows),
         collapse_expected=len(views) > 20, markup=Markup,
     ))
+
+
+def page_environment() -> Any:
+    """The templates' environment (autoescaping, the ``shown`` filter) for the other pages of a report folder."""
+    return _environment()

@@ -48,6 +48,8 @@ def test_a_wheel_install_runs_the_bundled_scenarios(tmp_path: Path) -> None:
     assert "lifeguard/scenarios/static_destructor.py" in names
     assert "lifeguard/fixtures_native/static_destructor/function_pool.cpp" in names
     assert {"lifeguard/report/templates/report.html.j2", "lifeguard/report/templates/report.js"} <= set(names)
+    assert {"lifeguard/report/templates/survey.html.j2", "lifeguard/survey/limitations.json",
+            "lifeguard/survey/hooks/generic.py", "lifeguard/survey/hooks/numpy.py"} <= set(names)
 
     environment = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(environment)

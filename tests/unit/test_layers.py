@@ -15,7 +15,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "lifeguard"
 
 # Top to bottom, as in DESIGN.md's layout: a module may import its own layer and the layers above.
-LAYERS = ("", "model", "child", "plan", "run", "capture", "diagnose", "report", "cli", "pytest_plugin")
+LAYERS = ("", "model", "child", "plan", "run", "capture", "diagnose", "report", "survey", "cli", "pytest_plugin")
 TOP_LEVEL = ("errors", "interpreter", "build", "cache")
 # Entry shims, allowed to reach down: `python -m lifeguard` runs the CLI, and `@lifeguard.scenario`
 # forwards to the decorator in model/ (lazily: the child never pays for it), or, in the discovery process,

@@ -1,0 +1,105 @@
+"""A survey's vocabulary as frozen data: what was installed, what was probed with which hook, and the triage.
+
+A survey probes the extension modules of installed distributions (``lifeguard survey``); each probe that
+did not pass is triaged into one of three classes:
+
+- ``documented``: a limitation the package's own documents or tracker state (a link says where);
+- ``candidate``: a possible bug, with a standalone reproduction script;
+- ``probe-error``: the probe could not judge the package (the module failed to import, the hook raised,
+  lifeguard failed the run): the hook or the environment needs fixing, not the package.
+
+A probe that passed is ``clean``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+CLEAN = "clean"
+DOCUMENTED = "documented"
+CANDIDATE = "candidate"
+PROBE_ERROR = "probe-error"
+TRIAGE_CLASSES = (CLEAN, DOCUMENTED, CANDIDATE, PROBE_ERROR)
+# Classes that make `lifeguard survey` exit 1: something someone has to look at.
+NEEDS_A_LOOK = (CANDIDATE, PROBE_ERROR)
+
+
+@dataclass(frozen=True)
+class HookRef:
+    """The function a probe calls as ``FUNC(module)``, and where it came from."""
+
+    source: str  # "user" (--hooks FILE), "entry-point" (group lifeguard.hooks), "bundled", "generic"
+    path: str  # the Python file that defines it (loaded by path in the child)
+    qualname: str
+
+    def spec(self) -> dict[str, Any]:
+        """The callable spec the probe child loads (lifeguard.child.pytest_body.load_callable)."""
+        return {"path": self.path, "qualname": self.qualname, "module_name": None, "sys_path": []}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "path": self.path, "function": self.qualname}
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An extension module of a distribution that the survey did not probe, and why."""
+
+    module: str
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"module": self.module, "why": self.why}
+
+
+@dataclass(frozen=True)
+class Package:
+    """An installed distribution as the survey sees it."""
+
+    name: str
+    version: str
+    extensions: tuple[str, ...]  # every extension module found in its installed files
+    targets: tuple[str, ...] = ()  # the modules probed
+    skipped: tuple[Skipped, ...] = ()
+    hook: HookRef | None = None
+
+
+@dataclass(frozen=True)
+class Limitation:
+    """A documented limitation: ``package`` at ``versions`` (a PEP 440 specifier, "" for any) fails ``probe``."""
+
+    package: str
+    versions: str
+    probe: str
+    link: str
+    why: str
+
+
+@dataclass(frozen=True)
+class SurveyEntry:
+    """One package x module x probe mode: the probe's series, and its triage."""
+
+    package: str
+    version: str
+    module: str
+    probe: str
+    verdict: str  # the series' verdict: expected (passed) or unexpected
+    runs: int
+    counts: dict[str, int]
+    triage: str  # one of TRIAGE_CLASSES
+    reason: str = ""  # one line: what failed (the first failed run's reason, or why it is a probe error)
+    findings: tuple[dict[str, Any], ...] = ()
+    run_dir: str = ""  # the first failed run's evidence folder
+    reproduction: str = ""  # candidate: the standalone script
+    limitation: Limitation | None = None  # documented: the entry that says so
+    hook: HookRef | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"package": self.package, "version": self.version, "module": self.module, "probe": self.probe,
+                "verdict": self.verdict, "runs": self.runs, "counts": dict(self.counts), "triage": self.triage,
+                "reason": self.reason, "findings": list(self.findings), "run_dir": self.run_dir or None,
+                "reproduction": self.reproduction or None,
+                "limitation": None if self.limitation is None else
+                {"link": self.limitation.link, "why": self.limitation.why, "versions": self.limitation.versions},
+                "hook": None if self.hook is None else self.hook.to_dict(), "notes": list(self.notes)}

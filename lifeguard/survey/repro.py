@@ -1,0 +1,148 @@
+"""Standalone reproduction scripts of candidate bugs: plain Python and the package, no lifeguard.
+
+DIR/repro/<package>-<probe>.py imports the module, runs the hook (its file's text is copied in) and then
+the probe's body written out in plain Python, under the probes' conditions: it runs itself again under
+``-X dev -X faulthandler`` and PYTHONMALLOC=debug when started without them. DIR/repro/<package>-<probe>.txt
+beside it holds what the survey saw: the outcome, the reason, the findings and the evidence folder.
+
+Each probe mode needs its body here (BODIES); a mode without one gets a script that says so instead of a
+guess at what the mode did.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from lifeguard.model.result import RunResult
+from lifeguard.survey.hooking import hook_source
+from lifeguard.survey.plan import Probed
+
+HEADER = '''#!/usr/bin/env python3
+"""Reproduces the {probe} probe's failure of {package} {version} (module {module}); found by a survey.
+
+Needs only {package}=={version}. Run: python {name}
+The survey saw: {outcome}{phase}: {reason}
+(Its evidence and findings: {name_txt}, beside this file.)
+"""
+
+import os
+import sys
+
+# The survey's conditions: debug allocator hooks and dev mode make a use-after-free show.
+if not sys.flags.dev_mode or os.environ.get("PYTHONMALLOC") != "debug":
+    os.environ["PYTHONMALLOC"] = "debug"
+    os.execv(sys.executable, [sys.executable, "-X", "dev", "-X", "faulthandler", *sys.argv])
+
+import gc  # noqa: E402
+import importlib  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+# The hook ({hook_where}): what a typical program does with the package.
+HOOK_SOURCE = {source}
+_hook_namespace = {{"__name__": "survey_hook"}}
+exec(compile(HOOK_SOURCE, {hook_path!r}, "exec"), _hook_namespace)
+hook = _hook_namespace[{qualname!r}]
+
+module = importlib.import_module({module!r})
+kept = []  # what the hook made, alive until the interpreter finalizes
+'''
+
+BODIES = {
+    "exit": '''
+kept.append(hook(module))
+# Returning now: finalization destroys what the hook made.
+''',
+    "fork": '''
+kept.append(hook(module))
+pid = os.fork()
+if pid == 0:
+    kept.append(hook(module))  # the forked child uses the module, then exits normally
+    sys.exit(0)
+kept.append(hook(module))
+_, status = os.waitpid(pid, 0)
+code = os.waitstatus_to_exitcode(status)
+if code != 0:
+    sys.exit(f"the forked child {{pid}} ended with {{code}}")
+''',
+    "gc-thread": '''
+stop = threading.Event()
+
+
+def collect_until_stopped():
+    while not stop.is_set():
+        gc.collect()
+
+
+gc.disable()  # only the collector thread collects: every cycle dies there
+collector = threading.Thread(target=collect_until_stopped, name="collector", daemon=True)
+collector.start()
+deadline = time.monotonic() + {gc_seconds}
+for _ in range({gc_rounds}):
+    if time.monotonic() > deadline:
+        break
+    box = [hook(module)]
+    box.append(box)  # reachable only from a cycle: freed on the collector thread
+    del box
+stop.set()
+collector.join()
+gc.enable()
+''',
+}
+
+
+def _docstring_safe(text: str) -> str:
+    """A child's one-line reason, safe inside the script's docstring (no controls, quotes or escapes)."""
+    line = "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))[:300]
+    return line.replace("\\", "\\\\").replace('"""', "'''")
+
+
+def _literal(text: str) -> str:
+    """``text`` as a readable Python literal: a raw triple-quoted string when it can be one."""
+    if "'''" not in text and "\\" not in text and not text.endswith("'"):
+        return "r'''" + text + "'''"
+    return repr(text)
+
+
+def write_reproduction(folder: Path, probed: Probed, run: RunResult) -> str:
+    """The script and its notes for ``probed``'s failed ``run``; the script's path."""
+    from lifeguard.plan.probes import GC_ROUNDS, GC_SECONDS
+
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{probed.package.name}-{probed.probe}")
+    if len({probed.module} | set(probed.package.targets)) > 1:
+        stem += "-" + re.sub(r"[^A-Za-z0-9_]", "_", probed.module)  # several modules probed: one script each
+    script, notes = folder / f"{stem}.py", folder / f"{stem}.txt"
+    hook = probed.package.hook
+    phase = f" at {run.phase.value}" if run.phase is not None else ""
+    text = HEADER.format(probe=probed.probe, package=probed.package.name, version=probed.package.version,
+                         module=probed.module, name=script.name, name_txt=notes.name, outcome=run.outcome.value,
+                         phase=phase, reason=_docstring_safe(run.reason),
+                         hook_where=f"{hook.source} hook, {hook.path}" if hook else "no hook",
+                         source=_literal(hook_source(hook) if hook else ""),
+                         hook_path=hook.path if hook else "<no hook>", qualname=hook.qualname if hook else "hook")
+    if hook is None:
+        text = text.replace("hook = _hook_namespace[", "hook = lambda module: None  # ")
+    body = BODIES.get(probed.probe)
+    if body is None:
+        text += f"\nsys.exit('no standalone body for the {probed.probe} probe yet: see {notes.name}')\n"
+    else:
+        text += body.format(gc_rounds=GC_ROUNDS, gc_seconds=GC_SECONDS)
+    script.write_text(text, encoding="utf-8")
+    script.chmod(0o755)
+    notes.write_text(_notes(probed, run), encoding="utf-8")
+    return str(script)
+
+
+def _notes(probed: Probed, run: RunResult) -> str:
+    lines = [f"{probed.package.name} {probed.package.version}, module {probed.module}, probe {probed.probe}",
+             f"outcome: {run.outcome.value}" + (f" at {run.phase.value}" if run.phase else ""),
+             f"reason: {run.reason}", f"evidence folder: {run.run_dir}"]
+    if run.fatal_error:
+        lines.append(f"fatal error: {run.fatal_error}")
+    for finding in run.findings:
+        lines += ["", str(finding), f"  hint: {finding.hint}", *(f"  {frame}" for frame in finding.frames[:12])]
+    if run.stderr_tail:
+        lines += ["", "stderr (tail):", run.stderr_tail[-4000:]]
+    return "\n".join(lines) + "\n"
