@@ -259,6 +259,8 @@ def _start(head: HeadStart) -> None:
     head.events_fd = os.open(os.path.join(head.run_dir, protocol.EVENTS_FILE), flags, 0o644)
     head.out_read, head.out_write = os.pipe()
     head.err_read, head.err_write = os.pipe()
+    if min(head.events_fd, head.out_read, head.out_write, head.err_read, head.err_write) < 3:
+        raise OSError("a standard stream of lifeguard is closed")  # its number was reused: leave it to Popen
     _widen(head.out_write)
     _widen(head.err_write)
     head.env = _environment(head)
