@@ -13,6 +13,9 @@
 //   child does not have: the child hangs inside fork(). Fixed: the handler re-initialises the lock.
 // - Node (gc-cycle): a GC type owning a buffer; tp_clear frees it. Buggy: the destructor scrubs the
 //   buffer without looking, so a Node collected in a cycle (tp_clear first) writes through NULL.
+// - Device (fork-finalize, a crash): state in a page mapped MADV_DONTFORK (as RDMA and GPU drivers map
+//   theirs): a forked child does not have it. Buggy: the destructor writes its goodbye there in any
+//   process, so a child dropping an inherited Device dies of SIGSEGV. Fixed: only in its own process.
 // - keep_callback() (exit): native code keeps a Python callable. Buggy: a library destructor releases
 //   it after Py_Finalize (the onnxruntime pool). Fixed: it leaves it once the interpreter is gone.
 #define PY_SSIZE_T_CLEAN
@@ -20,6 +23,7 @@
 
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #ifndef LIFEGUARD_FIXED
@@ -288,6 +292,51 @@ static PyTypeObject NodeType = {
     .tp_methods = node_methods,
 };
 
+// ---- Device ----------------------------------------------------------------------------------------
+typedef struct {
+    PyObject_HEAD
+    volatile long *page;
+    long page_size;
+    pid_t owner;
+} DeviceObject;
+
+static PyObject *device_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    DeviceObject *self = (DeviceObject *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->page_size = sysconf(_SC_PAGESIZE);
+    void *page = mmap(NULL, self->page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED || madvise(page, self->page_size, MADV_DONTFORK) != 0) {
+        Py_DECREF(self);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    self->page = page;
+    self->page[0] = 1;  // "open"
+    self->owner = getpid();
+    return (PyObject *)self;
+}
+
+static void device_dealloc(DeviceObject *self) {
+#if LIFEGUARD_FIXED
+    int mine = self->owner == getpid();
+#else
+    int mine = self->page != NULL;  // the bug: a forked child has no such page
+#endif
+    if (mine) {
+        self->page[0] = 0;  // "closed"
+        munmap((void *)self->page, self->page_size);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject DeviceType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "probe_modes.Device",
+    .tp_basicsize = sizeof(DeviceObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = device_new,
+    .tp_dealloc = (destructor)device_dealloc,
+};
+
 // ---- keep_callback ---------------------------------------------------------------------------------
 enum { MAX_KEPT = 64 };
 static PyObject *kept[MAX_KEPT];
@@ -320,11 +369,11 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "probe_modes", NULL, -1, module_methods};
 
 PyMODINIT_FUNC PyInit_probe_modes(void) {
-    PyTypeObject *types[] = {&PoolType, &JoinerType, &NodeType};
-    const char *names[] = {"Pool", "Joiner", "Node"};
+    PyTypeObject *types[] = {&PoolType, &JoinerType, &NodeType, &DeviceType};
+    const char *names[] = {"Pool", "Joiner", "Node", "Device"};
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         if (PyType_Ready(types[i]) < 0 || PyModule_AddObjectRef(module, names[i], (PyObject *)types[i]) < 0) {
             Py_DECREF(module);
             return NULL;
