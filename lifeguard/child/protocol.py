@@ -104,6 +104,10 @@ ATTACHED = "attached"  # a Python process the run started without the bootstrap 
 # notes): plain targets switch at the start of finalization, so an exit crash leaves its core there.
 CORES_ON = "cores-on"
 PYTEST_OUTCOME = "pytest-outcome"  # a pytest body called pytest.skip() / pytest.xfail()
+# A probe's parent forked a child ("child": its pid), sent before the child can report anything itself: a child
+# that hangs or dies inside fork() (an atfork handler) never emits FORKED, and is still the run's fork-child.
+FORK_CHILD = "fork-child"
+FORK_CHILD_EXIT = "fork-child-exit"  # how that child ended ("child", "status": exit code, negative: its signal)
 
 # --- files in the run's folder ----------------------------------------------------------------------
 EVENTS_FILE = "events.txt"

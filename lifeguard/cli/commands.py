@@ -38,7 +38,7 @@ from lifeguard.model.scenario import DEFAULT_VARIANT, VARIANTS, Scenario, unique
 from lifeguard.plan.discover import PlainTarget, discover, is_plain_script, select
 from lifeguard.plan.perturbations import PERTURBATIONS
 from lifeguard.plan.probes import DEFAULT_TIMEOUT as PROBE_TIMEOUT
-from lifeguard.plan.probes import PROBES, parse_hook, probe_options, probe_scenarios
+from lifeguard.plan.probes import PROBE_ALIASES, PROBES, parse_hook, probe_kind, probe_options, probe_scenarios
 from lifeguard.plan.scheduler import PlanOptions, build_all, series_of
 from lifeguard.report.escape import for_terminal
 from lifeguard.report.terminal import COLOR_CHOICES, exited_on_its_own
@@ -255,20 +255,24 @@ class Doctor(Command):
         return EXIT_USAGE if any(c.required and not c.ok for c in checks) else EXIT_OK
 
 
-HOOK_HELP = ("FUNC(module) exercises the module: start its threads, make its objects. The exit probe keeps "
-             "what it returns alive until exit; the gc-thread probe drops it on a reference cycle for the "
-             "collector thread; the fork probe calls it before fork, in the child and in the parent")
+HOOK_HELP = ("FUNC(module) or FUNC(module, probe) exercises the module: start its threads, make its objects, "
+             "hand it callbacks made by probe.callback(*objects). The exit probe keeps what it returns alive until "
+             "exit; the gc probes drop it on a reference cycle; the fork probes call it before fork (fork-use: "
+             "in the child and in the parent too)")
 CHECK_HELP = ("FUNC(module) runs last, on the main thread: raise, or call lifeguard.child.report_corruption(), "
               "to report broken state only the module can see")
 
 
 class Probe(Command):
-    """Probe an extension module for lifetime bugs (exit, fork, gc-thread).
+    """Probe an extension module for lifetime bugs (exit, fork-use, fork-finalize, fork-exit, gc-thread, gc-cycle).
 
-    Probe an importable extension module for lifetime bugs: exit (finalization with its objects
-    alive), fork (with its threads running), gc-thread (its objects collected on a foreign thread).
-    Every probe runs in fresh supervised children under -X dev and PYTHONMALLOC=debug and expects a
-    clean pass. Exit 0: no probe found a problem; 1: some probe did; 2: usage error or the module
+    Probe an importable extension module for lifetime bugs: exit (finalization with its objects and
+    callbacks alive), fork-use (fork with its threads running, the child uses it; "fork" is accepted),
+    fork-finalize (the child only finalizes what it inherited), fork-exit (the child leaves with
+    os._exit: only atfork handlers run), gc-thread (its objects collected on a foreign thread), gc-cycle
+    (collected in cycles on the main thread). Every probe runs in fresh supervised children under -X dev
+    and PYTHONMALLOC=debug, a hung run ends once its every thread has been blocked for 2 s, and expects
+    a clean pass. Exit 0: no probe found a problem; 1: some probe did; 2: usage error or the module
     cannot be imported.
     """
 
@@ -277,8 +281,8 @@ class Probe(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("module", metavar="MODULE", help="the extension module to probe, as you import it "
                             "(e.g. mypkg._native)")
-        parser.add_argument("--probe", dest="probes", action="append", choices=tuple(PROBES),
-                            help="run only this probe (repeatable; default: all of them)")
+        parser.add_argument("--probe", dest="probes", action="append", choices=(*PROBES, *PROBE_ALIASES),
+                            help="run only this probe (repeatable; default: all of them; fork is fork-use)")
         parser.add_argument("--hook", metavar="FILE.py:FUNC", help=HOOK_HELP)
         parser.add_argument("--check", metavar="FILE.py:FUNC", help=CHECK_HELP)
         parser.add_argument("--path", dest="paths", action="append", default=[], metavar="DIR",
@@ -300,7 +304,7 @@ class Probe(Command):
         hook = parse_hook(args.hook, "--hook") if args.hook else None
         check = parse_hook(args.check, "--check") if args.check else None
         paths = [os.getcwd(), *(os.path.abspath(p) for p in args.paths)]
-        kinds = tuple(dict.fromkeys(args.probes or PROBES))
+        kinds = tuple(dict.fromkeys(probe_kind(name) for name in args.probes or PROBES))
         report = Path(args.report).resolve() if args.report else None
         if report is not None:
             from lifeguard.report.files import writable_folder  # the report writers: only when asked

@@ -77,6 +77,9 @@ class RunSpec:
     mode: StartMode = StartMode.FRESH
     replay: str = ""  # the command that reruns this run (same seed and perturbations)
     deadline_from_body: bool = False  # the timeout counts from the body's start (Scenario.deadline_from_body)
+    # Early hang detection (run.stillness): end the run as hung once every thread of its tree has been blocked,
+    # using no CPU time, for this many seconds, before the deadline; None: wait for the deadline.
+    hang_settle: float | None = None
 
     @property
     def cwd(self) -> Path:

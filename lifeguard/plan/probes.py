@@ -1,21 +1,26 @@
-"""Probes for users' own extension modules: exit, fork and gc-thread.
+"""Probes for users' own extension modules: one generated scenario per probe mode.
 
-A probe is a generated scenario: a small file that imports the module, drives
-it through the user's hook (``--hook FILE.py:FUNC``, called as ``FUNC(module)``)
-and exits normally, run through the engine like any scenario, under ``-X dev``
-and ``PYTHONMALLOC=debug`` so a use-after-free shows. Each probe expects a clean
-pass; anything else is a bug found, with its evidence and findings.
+A probe is a generated scenario: a small file that imports the module, drives it through the user's hook
+(``--hook FILE.py:FUNC``, called as ``FUNC(module)`` or ``FUNC(module, probe)`` with the run's
+``lifeguard.child.probe.ProbeContext``) and exits normally, run through the engine like any scenario, under
+``-X dev`` and ``PYTHONMALLOC=debug`` so a use-after-free shows, with early hang detection on. Each probe
+expects a clean pass; anything else is a bug found, with its evidence and findings. The modes keep causes apart:
 
-- ``exit``: what the hook made stays alive until the interpreter finalizes
-  (the onnxruntime static pool that released Python objects after Py_Finalize);
-- ``fork``: with the module's threads running, fork; the child uses the module
-  and exits, the parent waits (MXNet's pool that deadlocked fork());
-- ``gc-thread``: what the hook returns dies in reference cycles collected on
-  a foreign thread while the main thread keeps calling the hook (TVM Disco's
-  DRef freed by a server thread mid-write).
+- ``exit``: what the hook made, and the callbacks it handed to native code, stay alive until the interpreter
+  finalizes (the onnxruntime static pool that released Python objects after Py_Finalize);
+- ``fork-use`` (``fork`` on the command line too): with the module's threads running, fork; the child uses the
+  module and exits normally (MXNet's pool; a library that documents it is not fork-safe fails here only);
+- ``fork-finalize``: fork; the child never calls the module, it only drops what it inherited and finalizes:
+  destructors that join or lock what a parent's thread owns hang here;
+- ``fork-exit``: fork; the child leaves with ``os._exit(0)``: only the atfork handlers run in it;
+- ``gc-thread``: after a warm-up call on the main thread, what the hook returns dies in reference cycles
+  collected on a foreign thread while the main thread keeps calling the hook (TVM Disco's DRef);
+- ``gc-cycle``: the same cycles, collected on the main thread (tp_clear before the destructor).
 
-The command (lifeguard.cli) and the plugin's fixture run these scenarios with
-``probe_options()`` through the one session builder.
+The forked child gets a deadline of its own, FORK_CHILD_SHARE of the run's: past it the parent notes so and
+keeps waiting, so the supervisor captures the hung child (phase ``fork-child``) instead of losing it.
+The command (lifeguard.cli) and the plugin's fixture run these scenarios with ``probe_options()`` through the
+one session builder.
 """
 
 from __future__ import annotations
@@ -34,17 +39,38 @@ from lifeguard.model.scenario import DEFAULT_VARIANT, Scenario
 from lifeguard.plan.scheduler import PlanOptions
 
 PROBES: dict[str, str] = {
-    "exit": "use the module, keep what it made, exit through normal finalization",
-    "fork": "fork while the module's threads run; the child uses the module and exits",
+    "exit": "use the module, keep what it made and the callbacks it holds, exit through normal finalization",
+    "fork-use": "fork while the module's threads run; the child uses the module and exits normally",
+    "fork-finalize": "fork; the child only drops the inherited objects and exits through normal finalization",
+    "fork-exit": "fork; the child leaves at once with os._exit(0): only the atfork handlers run",
     "gc-thread": "the module's objects are collected on a foreign thread while the owner uses the module",
+    "gc-cycle": "the module's objects are dropped in reference cycles collected on the main thread",
+}
+# Older names still accepted (the command line, the fixture): "fork" was the fork-use probe.
+PROBE_ALIASES: dict[str, str] = {"fork": "fork-use"}
+BODY_FUNCTIONS: dict[str, str] = {
+    "exit": "probe_exit", "fork-use": "probe_fork_use", "fork-finalize": "probe_fork_finalize",
+    "fork-exit": "probe_fork_exit", "gc-thread": "probe_gc_thread", "gc-cycle": "probe_gc_cycle",
 }
 # Interpreter conditions of every probe run (names from lifeguard.perturb).
 PROBE_PERTURBATIONS = ("dev-mode", "malloc-debug")
 DEFAULT_TIMEOUT = 20.0
-# The gc-thread probe calls the hook this many times at most, for this long at most.
+# The forked child's deadline, as a share of the run's: clearly shorter, so the parent is still waiting (and
+# the run alive) when it passes, and the supervisor captures the child.
+FORK_CHILD_SHARE = 0.5
+# Early hang detection of every probe run: a tree still this long ends as hung (RunSpec.hang_settle).
+HANG_SETTLE = 2.0
+# The gc probes call the hook this many times at most, for this long at most.
 GC_ROUNDS = 200
 GC_SECONDS = 1.0
-BODY_FUNCTIONS = {"exit": "probe_exit", "fork": "probe_fork", "gc-thread": "probe_gc_thread"}
+
+
+def probe_kind(name: str) -> str:
+    """A probe's name as PROBES has it (``fork`` -> ``fork-use``); UsageError for an unknown one."""
+    kind = PROBE_ALIASES.get(name, name)
+    if kind not in PROBES:
+        raise UsageError(f"unknown probe {name} (choose from {', '.join(PROBES)}; fork means fork-use)")
+    return kind
 
 
 def parse_hook(text: str, option: str) -> dict[str, Any]:
@@ -103,7 +129,8 @@ def write_probe_file(folder: Path, module: str, kinds: Sequence[str], *, hook: d
                      check: dict[str, Any] | None, paths: Sequence[str], timeout: float) -> tuple[Path, dict[str, int]]:
     """The generated scenario file, and the line of each probe's body in it."""
     config = {"module": module, "hook": hook, "check": check, "paths": list(paths), "timeout": timeout,
-              "gc_rounds": GC_ROUNDS, "gc_seconds": GC_SECONDS}
+              "fork_child_timeout": round(timeout * FORK_CHILD_SHARE, 3), "gc_rounds": GC_ROUNDS,
+              "gc_seconds": GC_SECONDS}
     text = PROBE_FILE_TEMPLATE.format(kinds=", ".join(kinds), module=module,
                                        config=pprint.pformat(config, indent=4, width=100))
     lines: dict[str, int] = {}
@@ -121,10 +148,11 @@ def write_probe_file(folder: Path, module: str, kinds: Sequence[str], *, hook: d
 def probe_scenarios(module: str, kinds: Sequence[str], folder: Path, *, hook: dict[str, Any] | None = None,
                     check: dict[str, Any] | None = None, paths: Sequence[str] = (),
                     timeout: float = DEFAULT_TIMEOUT, repeat: int = 1) -> list[Scenario]:
-    """One scenario per probe kind, all in one generated file under ``folder``."""
-    unknown = [kind for kind in kinds if kind not in PROBES]
+    """One scenario per probe kind (PROBES, or an alias), all in one generated file under ``folder``."""
+    unknown = [kind for kind in kinds if PROBE_ALIASES.get(kind, kind) not in PROBES]
     if unknown or not kinds:
         raise UsageError(f"unknown probe {', '.join(unknown) or '(none)'} (choose from {', '.join(PROBES)})")
+    kinds = list(dict.fromkeys(probe_kind(kind) for kind in kinds))
     if not module or not all(part.isidentifier() for part in module.split(".")):
         raise UsageError(f"{module!r} is not a module name (e.g. mypkg._native)")
     path, lines = write_probe_file(folder, module, kinds, hook=hook, check=check, paths=paths, timeout=timeout)
@@ -132,9 +160,10 @@ def probe_scenarios(module: str, kinds: Sequence[str], folder: Path, *, hook: di
                      line=lines[kind], fixture=None, expect={DEFAULT_VARIANT: "passed"}, timeout=timeout,
                      repeat={"*": repeat}, description=f"{kind} probe: {PROBES[kind]}", kind="function",
                      replay="")
-            for kind in dict.fromkeys(kinds)]
+            for kind in kinds]
 
 
 def probe_options(native: bool = True) -> PlanOptions:
-    """How every probe runs: a fresh interpreter under -X dev and PYTHONMALLOC=debug."""
-    return PlanOptions(perturbations=PROBE_PERTURBATIONS, mode="fresh", cores=native)
+    """How every probe runs: a fresh interpreter under -X dev and PYTHONMALLOC=debug, a hung tree ended
+    HANG_SETTLE seconds after it stopped moving (lifeguard.run.stillness)."""
+    return PlanOptions(perturbations=PROBE_PERTURBATIONS, mode="fresh", cores=native, hang_settle=HANG_SETTLE)

@@ -50,6 +50,7 @@ class PlanOptions:
     mode: str = "auto"  # "auto", "fresh" or "fork-server"
     exitfirst: bool = False  # -x: stop starting runs at the first unexpected verdict
     shard: tuple[int, int] | None = None  # (K, N): this session runs shard K of N of the plan's runs
+    hang_settle: float | None = None  # end a hung run early after this settle period (RunSpec.hang_settle)
 
 
 def plan_fingerprint(series: Sequence[tuple[Scenario, str, int]], options: PlanOptions) -> str:
@@ -306,5 +307,5 @@ class Scheduler:
             seed=seed, perturbations=tuple(self.options.perturbations), python_flags=flags, env=env,
             mode=exit_mode_for(item, interp, self.options.mode, self.options.perturbations),
             replay=replay, argv=item.argv, module=item.module, workdir=item.workdir,
-            deadline_from_body=item.deadline_from_body,
+            deadline_from_body=item.deadline_from_body, hang_settle=self.options.hang_settle,
         )

@@ -15,7 +15,15 @@ from lifeguard.errors import LifeguardError, MarkerError
 from lifeguard.model.scenario import DEFAULT_TIMEOUT, Scenario
 from lifeguard.model.validate import positive_count, positive_seconds
 from lifeguard.plan.discover import code_scenario, script_scenario
-from lifeguard.plan.probes import PROBES, callable_spec, parent_sys_path, parse_hook, probe_options, probe_scenarios
+from lifeguard.plan.probes import (
+    PROBE_ALIASES,
+    PROBES,
+    callable_spec,
+    parent_sys_path,
+    parse_hook,
+    probe_options,
+    probe_scenarios,
+)
 from lifeguard.pytest_plugin.assertions import Runs
 from lifeguard.pytest_plugin.marker import _variants, label_of
 from lifeguard.pytest_plugin.runner import (
@@ -131,13 +139,13 @@ class LifeguardFixture:
     def probe(self, module: str, probe: str = "exit", *, hook: Callable[[Any], Any] | str | None = None,
               check: Callable[[Any], Any] | str | None = None, paths: Sequence[str | os.PathLike[str]] = (),
               timeout: float | None = None, repeat: int | None = None) -> Runs:
-        """Run one probe ("exit", "fork" or "gc-thread") of ``module`` (see ``lifeguard probe``).
+        """Run one probe of ``module`` (a name of PROBES, or "fork" for "fork-use"; see ``lifeguard probe``).
 
         ``hook`` / ``check``: a module-level function or ``"file.py:func"``. ``paths``:
         folders to import ``module`` from; this process's import path is always added.
         """
         __tracebackhide__ = True
-        if probe not in PROBES:
+        if PROBE_ALIASES.get(probe, probe) not in PROBES:
             raise MarkerError(f"probe {probe!r}: choose from {', '.join(PROBES)}")
         try:
             hook_spec = _hook_spec(hook, "hook")

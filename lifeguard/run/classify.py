@@ -35,7 +35,8 @@ EVENTS_BYTES = 256 * 1024
 MAX_VITAL_EVENTS = 1000
 VITAL_TEXT_CHARS = 200
 VITAL_EVENTS = frozenset({protocol.STARTED, protocol.BODY_START, protocol.BODY_END, protocol.BODY_ERROR,
-                          protocol.ATEXIT_DONE, protocol.FORKED, protocol.ATTACHED, protocol.CORES_ON,
+                          protocol.ATEXIT_DONE, protocol.FORKED, protocol.FORK_CHILD, protocol.FORK_CHILD_EXIT,
+                          protocol.ATTACHED, protocol.CORES_ON,
                           protocol.CORRUPTED, protocol.PYTEST_OUTCOME})
 SKIP_CHUNK = 1024 * 1024  # read size while skipping the rest of a cut line
 assert EVENT_LINE_BYTES * 4 <= EVENTS_BYTES  # a run keeps several lines of the longest kind
@@ -192,10 +193,27 @@ def phase_of(events: list[Event], main_pid: int) -> Phase:
     return Phase.IMPORT
 
 
+def ended_early_text(settle: float) -> str:
+    """What a hung run's reason says when the supervisor ended it before its deadline."""
+    return f"ended early: every thread blocked for {settle:.1f} s, no CPU time"
+
+
+def _fork_child_status(events: list[Event], main_pid: int) -> tuple[int, int] | None:
+    """(pid, exit code) of the first forked child the main process saw fail (negative code: its signal)."""
+    for event in events:
+        if event.name == protocol.FORK_CHILD_EXIT and event.pid == main_pid:
+            status = event.get("status")
+            if isinstance(status, int) and status != 0:
+                return int(event.get("child", 0)), status
+    return None
+
+
 def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, duration: float, *, hung: bool,
              hung_pids: list[int], python_stacks: dict[str, str], backtraces: list[ProcessStacks],
              leftovers: list[Leftover], phase_at_deadline: Phase | None = None,
-             notes: tuple[str, ...] = ()) -> RunResult:
+             notes: tuple[str, ...] = (), ended_early: float | None = None) -> RunResult:
+    """The run's outcome, phase and reason; ``ended_early``: the settle period after which the supervisor
+    ended a hung run before its deadline (every thread blocked, no CPU time), else None."""
     run_dir = files.run_dir
     channel = read_channel(files.events)
     events = channel.events
@@ -213,17 +231,30 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
     fatal = FATAL_RE.search(stderr_tail)
     corruption = [e for e in events if e.name == protocol.CORRUPTED]
     forked = {e.pid for e in events if e.name == protocol.FORKED}
+    forked |= {int(e.get("child", 0)) for e in events if e.name == protocol.FORK_CHILD and e.pid == main_pid}
+    child_status = _fork_child_status(events, main_pid)
     if hung:
         outcome = Outcome.HUNG
         phase = (phase_at_deadline or phase) if known else None
         if any(p in forked for p in hung_pids):
             phase = Phase.FORK_CHILD
         reason = f"deadline of {spec.timeout:g} s passed; {len(hung_pids)} process(es) alive"
-        if spec.plain and phase is Phase.RUN:  # maybe only slow: a whole program (a test suite) needs its own
+        if ended_early is not None:
+            reason = (f"{ended_early_text(ended_early)} (before the deadline of {spec.timeout:g} s); "
+                      f"{len(hung_pids)} process(es) alive")
+        elif spec.plain and phase is Phase.RUN:  # maybe only slow: a whole program (a test suite) needs its own
             reason += " (a program that needs longer: lifeguard run --timeout SECONDS ...)"
     elif signum is not None:
         outcome = Outcome.CRASHED
         reason = f"killed by {signal_name(signum)}"
+        if fatal:
+            reason += f" after 'Fatal Python error: {fatal.group(1)}'"
+    elif child_status is not None and child_status[1] < 0 and spec.kind is not RunKind.COMMAND:
+        # The main process reported a forked child killed by a signal: the crash is the child's.
+        outcome = Outcome.CRASHED
+        phase = Phase.FORK_CHILD
+        signum = -child_status[1]
+        reason = f"the forked child {child_status[0]} was killed by {signal_name(signum)}"
         if fatal:
             reason += f" after 'Fatal Python error: {fatal.group(1)}'"
     elif fatal:
@@ -251,6 +282,8 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
         outcome = Outcome.FAILED
         errors = [e for e in events if e.name == protocol.BODY_ERROR and e.pid == main_pid]
         reason = str(errors[0].get("error")) if errors else f"exit code {rc}"
+        if child_status is not None and child_status[1] > 0:
+            phase = Phase.FORK_CHILD  # the body failed because its forked child did
     elif leftovers:
         outcome = Outcome.FAILED
         phase = Phase.EXIT

@@ -35,6 +35,7 @@ from lifeguard.run.live import LiveOutput
 from lifeguard.run.membership import RunMembership
 from lifeguard.run.proctree import read_proc, signal_caught
 from lifeguard.run.relay import Relays
+from lifeguard.run.stillness import Stillness
 
 if TYPE_CHECKING:  # stacks are read only for a run that failed: a passing session never imports them
     from lifeguard.model.stacks import ProcessStacks
@@ -99,8 +100,9 @@ class ChildHandle(Protocol):
 
 
 def _wait_exit(handle: ChildHandle, membership: RunMembership, deadline: float,
-               cancel: threading.Event | None) -> bool:
-    """Wait for the child until the deadline; True if it exited. Its zombie orphans are reaped as they come."""
+               cancel: threading.Event | None, stillness: Stillness | None = None) -> bool:
+    """Wait for the child until the deadline, or until ``stillness`` says the tree hangs; True if it exited.
+    Its zombie orphans are reaped as they come."""
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -110,6 +112,8 @@ def _wait_exit(handle: ChildHandle, membership: RunMembership, deadline: float,
         if handle.wait_step(min(remaining, POLL_INTERVAL)):
             return True
         membership.watch()
+        if stillness is not None and stillness.hung(membership.members()):
+            return handle.wait_step(0)
 
 
 def _body_start_deadline(spec: RunSpec, handle: ChildHandle, membership: RunMembership, events: Path,
@@ -268,6 +272,7 @@ def supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fil
     hung = False
     hung_pids: list[int] = []
     phase_at_deadline: Phase | None = None
+    ended_early: float | None = None
     interrupted = False
     try:
         deadline = started + spec.timeout
@@ -276,9 +281,13 @@ def supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fil
             if overran:
                 notes.append(f"start-up (the interpreter and the imports before the body) took longer than "
                              f"{STARTUP_TIMEOUT:g} s, its own bound: the body never started")
-        exited = _wait_exit(handle, membership, deadline, cancel)
+        stillness = Stillness(spec.hang_settle, (files.stdout, files.stderr, files.events)) \
+            if spec.hang_settle is not None else None
+        exited = _wait_exit(handle, membership, deadline, cancel, stillness)
         if not exited:
             hung = True
+            if stillness is not None and stillness.ended:
+                ended_early = stillness.settle
             hung_pids = membership.members()
             # The phase is what the tree was doing at the deadline: the dump
             # signal below may interrupt a blocking call and let the body move on.
@@ -317,7 +326,8 @@ def supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fil
     duration = time.monotonic() - started
     return classify(spec, files, handle.pid, None if hung else handle.returncode, duration, hung=hung,
                     hung_pids=hung_pids, python_stacks=python_stacks, backtraces=backtraces,
-                    leftovers=leftovers, phase_at_deadline=phase_at_deadline, notes=tuple(notes))
+                    leftovers=leftovers, phase_at_deadline=phase_at_deadline, notes=tuple(notes),
+                    ended_early=ended_early)
 
 
 def _leftovers(handle: ChildHandle, membership: RunMembership) -> list[int]:

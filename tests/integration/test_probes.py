@@ -111,10 +111,10 @@ def test_exit_probe_finds_the_static_destructor(tmp_path: Path, pace: Pace) -> N
 
 
 def test_fork_and_exit_probes_find_the_pool_holding_the_gil(tmp_path: Path, pace: Pace) -> None:
-    code, runs, output = _probe("fork_gil", "buggy", ("fork", "exit"), tmp_path, pace)
+    code, runs, output = _probe("fork_gil", "buggy", ("fork-use", "exit"), tmp_path, pace)
     assert code == EXIT_UNEXPECTED, output
-    assert runs["fork"]["outcome"] == "hung", output
-    assert "fork-deadlock" in _kinds(runs["fork"]), output
+    assert runs["fork-use"]["outcome"] == "hung", output
+    assert "fork-deadlock" in _kinds(runs["fork-use"]), output
     assert (runs["exit"]["outcome"], runs["exit"]["phase"]) == ("crashed", "exit"), output
 
 
@@ -128,7 +128,8 @@ def test_gc_thread_probe_finds_the_interleaved_channel(tmp_path: Path, pace: Pac
 # gc_channel's fork probe is left out: a Session created before fork aborts in
 # the forked child's finalization (its reader thread did not survive fork), in
 # both builds: a fork-safety bug of its own, outside this fixture's incident.
-FIXED_PROBES = {"static_destructor": tuple(PROBES), "fork_gil": tuple(PROBES), "gc_channel": ("exit", "gc-thread")}
+FIXED_PROBES = {"static_destructor": tuple(PROBES), "fork_gil": tuple(PROBES),
+                "gc_channel": ("exit", "gc-thread", "gc-cycle")}
 
 
 @pytest.mark.parametrize("fixture", sorted(FIXED_PROBES))
@@ -173,3 +174,22 @@ def test_a_pure_python_module_passes_every_probe(tmp_path: Path, pace: Pace) -> 
     assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr
     for probe in PROBES:
         assert f"ok   probe-{probe}[json][default]" in proc.stdout
+
+
+SLOW_IMPORT = """
+# A pure-Python module that takes a while to import and allocates much while it does.
+TABLE = {index: (str(index), [index] * 3) for index in range(200_000)}
+"""
+
+
+def test_a_hook_importing_a_slow_module_on_first_call_passes_the_gc_thread_probe(tmp_path: Path, pace: Pace) -> None:
+    """The false gil-deadlock: a collector collecting back to back starved a hook still importing. The probe
+    now warms the hook up on the main thread first, and its collector yields between collections."""
+    (tmp_path / "slow_module.py").write_text(SLOW_IMPORT)
+    (tmp_path / "hooks.py").write_text("def exercise(json):\n    import slow_module\n"
+                                       "    return [json.loads('[1]'), slow_module.TABLE[7]]\n")
+    timeout = pace.deadline_text(PROBE_TIMEOUT_AT_LEAST)
+    proc = run_cli("probe", "json", "--hook", "hooks.py:exercise", "--probe", "gc-thread", "--timeout", timeout,
+                   cwd=tmp_path)
+    assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr
+    assert "ok   probe-gc-thread[json][default]" in proc.stdout

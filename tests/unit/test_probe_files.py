@@ -11,6 +11,8 @@ import pytest
 from lifeguard.errors import UsageError
 from lifeguard.plan.probes import (
     BODY_FUNCTIONS,
+    FORK_CHILD_SHARE,
+    HANG_SETTLE,
     PROBE_PERTURBATIONS,
     PROBES,
     parse_hook,
@@ -60,8 +62,9 @@ def test_probe_names_and_module_names_are_checked(tmp_path: Path) -> None:
 
 
 def test_one_scenario_per_probe_kind_in_one_generated_file(tmp_path: Path) -> None:
-    scenarios = probe_scenarios("pkg._native", ["fork", "exit", "fork"], tmp_path / "gen", timeout=7.5, repeat=3)
-    assert [s.name for s in scenarios] == ["probe-fork[pkg._native]", "probe-exit[pkg._native]"]
+    scenarios = probe_scenarios("pkg._native", ["fork", "exit", "fork-use"], tmp_path / "gen", timeout=7.5,
+                                repeat=3)  # "fork" is the old name of fork-use
+    assert [s.name for s in scenarios] == ["probe-fork-use[pkg._native]", "probe-exit[pkg._native]"]
     assert {s.path for s in scenarios} == {str(tmp_path / "gen" / "probe_pkg__native.py")}
     source = Path(scenarios[0].path).read_text()
     tree = ast.parse(source)  # the generated file is valid Python
@@ -71,10 +74,13 @@ def test_one_scenario_per_probe_kind_in_one_generated_file(tmp_path: Path) -> No
         assert functions[item.function] == item.line, "each scenario points at its body's line"
         assert item.function == BODY_FUNCTIONS[item.name.removeprefix("probe-").partition("[")[0]]
     assert "'timeout': 7.5" in source and "'module': 'pkg._native'" in source
+    assert f"'fork_child_timeout': {7.5 * FORK_CHILD_SHARE:g}" in source  # clearly shorter than the run's
+    assert source.count("def probe_fork_use") == 1
 
 
 def test_every_probe_runs_fresh_under_dev_mode_and_malloc_debug() -> None:
     options = probe_options(native=False)
     assert options.perturbations == PROBE_PERTURBATIONS == ("dev-mode", "malloc-debug")
     assert options.mode == "fresh" and options.cores is False
+    assert options.hang_settle == HANG_SETTLE  # a hung probe ends once its tree stopped moving
     assert set(BODY_FUNCTIONS) == set(PROBES)

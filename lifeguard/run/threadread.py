@@ -1,0 +1,91 @@
+"""One reading of every thread of a process tree from /proc: state, system call, wait channel, CPU time.
+
+The hang capture reads it twice around a short window (capture.threadstate); the supervisor's early hang
+detection reads it at every wake of its wait loop (run.stillness). Nothing here stops or attaches to a thread.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+# The system calls threads wait in, by number, for the two architectures lifeguard runs on.
+_WAIT_SYSCALLS = {
+    "x86_64": {0: "read", 1: "write", 7: "poll", 23: "select", 24: "sched_yield", 34: "pause", 35: "nanosleep",
+               43: "accept", 44: "sendto", 45: "recvfrom", 46: "sendmsg", 47: "recvmsg", 42: "connect",
+               61: "wait4", 65: "semop", 72: "fcntl", 73: "flock", 128: "rt_sigtimedwait", 130: "rt_sigsuspend",
+               202: "futex", 220: "semtimedop", 230: "clock_nanosleep", 232: "epoll_wait", 247: "waitid",
+               270: "pselect6", 271: "ppoll", 281: "epoll_pwait", 288: "accept4", 426: "io_uring_enter",
+               441: "epoll_pwait2", 449: "futex_waitv"},
+    "aarch64": {22: "epoll_pwait", 25: "fcntl", 32: "flock", 63: "read", 64: "write", 72: "pselect6",
+                73: "ppoll", 95: "waitid", 98: "futex", 101: "nanosleep", 115: "clock_nanosleep",
+                124: "sched_yield", 133: "rt_sigsuspend", 137: "rt_sigtimedwait", 193: "semop",
+                192: "semtimedop", 202: "accept", 203: "connect", 206: "sendto", 207: "recvfrom",
+                211: "sendmsg", 212: "recvmsg", 242: "accept4", 260: "wait4", 426: "io_uring_enter",
+                441: "epoll_pwait2", 449: "futex_waitv"},
+}
+_SYSCALLS = _WAIT_SYSCALLS.get(platform.machine(), {})
+_TICK = 1.0 / (os.sysconf("SC_CLK_TCK") or 100)
+
+
+@dataclass(frozen=True)
+class ThreadReading:
+    state: str | None
+    syscall: str | None
+    wchan: str | None
+    cpu: float | None  # seconds of CPU since the thread started
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text()
+    except (OSError, ValueError):  # gone, or not ours to read
+        return None
+
+
+def _syscall_name(text: str | None) -> str | None:
+    """``/proc/.../syscall`` is "NR args..." in a call, "-1 ..." between calls, "running" on a CPU."""
+    if not text:
+        return None
+    head = text.split(None, 1)[0]
+    if not head.lstrip("-").isdigit() or head.startswith("-"):
+        return None
+    number = int(head)
+    return _SYSCALLS.get(number, f"syscall {number}")
+
+
+def read_thread(pid: int, tid: int) -> ThreadReading | None:
+    base = f"/proc/{pid}/task/{tid}"
+    stat = _read(f"{base}/stat")
+    if stat is None:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    state = fields[0] if fields else None
+    cpu: float | None = None
+    schedstat = _read(f"{base}/schedstat")
+    if schedstat and schedstat.split()[0].isdigit():
+        cpu = int(schedstat.split()[0]) / 1e9
+    elif len(fields) > 12:
+        cpu = (int(fields[11]) + int(fields[12])) * _TICK  # utime + stime (fields 14, 15 of stat)
+    wchan = (_read(f"{base}/wchan") or "").strip()
+    return ThreadReading(state, _syscall_name(_read(f"{base}/syscall")), wchan if wchan not in ("", "0") else None, cpu)
+
+
+def thread_ids(pid: int) -> list[int]:
+    try:
+        return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit())
+    except OSError:
+        return []
+
+
+def read_tree(pids: Iterable[int]) -> dict[tuple[int, int], ThreadReading]:
+    readings = {}
+    for pid in pids:
+        for tid in thread_ids(pid):
+            reading = read_thread(pid, tid)
+            if reading is not None:
+                readings[(pid, tid)] = reading
+    return readings
