@@ -8,8 +8,8 @@ very ones a normal start uses (lifeguard.run.launch).
 
 from __future__ import annotations
 
+import _thread
 import os
-import threading
 import zlib
 
 from lifeguard.cache import cache_folder
@@ -37,7 +37,7 @@ def child_path_folder() -> str:
     link = os.path.join(folder, "lifeguard")
     if not os.path.exists(link):
         os.makedirs(folder, exist_ok=True)
-        tmp = os.path.join(folder, f".lifeguard.{os.getpid()}.{threading.get_ident()}")
+        tmp = os.path.join(folder, f".lifeguard.{os.getpid()}.{_thread.get_ident()}")
         os.symlink(package, tmp)
         os.replace(tmp, link)
     _made["path"] = folder
@@ -74,7 +74,7 @@ def site_hook_folder() -> str:
         current = None
     if current != text:
         os.makedirs(folder, exist_ok=True)
-        tmp = os.path.join(folder, f".{protocol.SITE_HOOK_FILE}.{os.getpid()}.{threading.get_ident()}")
+        tmp = os.path.join(folder, f".{protocol.SITE_HOOK_FILE}.{os.getpid()}.{_thread.get_ident()}")
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, hook)

@@ -85,14 +85,16 @@ class Containment:
         with self._lock:
             return info.pid not in self.spawned and self.live == {run}
 
-    def close(self) -> None:
+    def close(self, *, reap: bool = True) -> None:
+        """Kill what is left in the session's folder, remove it, and end the watchdog (``reap``: wait for its
+        exit; at interpreter exit there is no need: it exits by itself the moment its pipe closes)."""
         if os.getpid() != self.owner_pid:  # a run forked from this process (pytest --lifeguard) at its exit
             return
         if self.session is not None:
             self.session.kill()
             self.session.remove()
             self.watchdog.release_folder(self.session.path)
-        self.watchdog.close()
+        self.watchdog.close(wait=reap)
 
 
 class GuardedSubreaper(SubreaperMembership):
@@ -101,6 +103,7 @@ class GuardedSubreaper(SubreaperMembership):
     def __init__(self, run_id: str, owner: Containment) -> None:
         super().__init__(run_id, owner.only_live_run)
         self.owner = owner
+        self.helpers = lambda: owner.spawned
 
     def started(self, root: int) -> None:
         super().started(root)
@@ -123,7 +126,7 @@ def containment() -> Containment:
     with _containment_lock:
         if _containment is None:
             _containment = Containment()
-            atexit.register(_containment.close)
+            atexit.register(_containment.close, reap=False)
         return _containment
 
 

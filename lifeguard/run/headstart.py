@@ -217,10 +217,19 @@ def _runs_folder() -> str:
 
 
 def run_seed(base_seed: int, name: str, variant: str, index: int) -> int:
-    """A run's seed, as the plan derives it (lifeguard.plan.scheduler.run_seed: the same formula)."""
-    import random
+    """A run's seed, as the plan derives it (lifeguard.plan.scheduler.run_seed), without importing random:
+    ``random.Random(text)`` seeds its generator with the text and its SHA-512 read as one integer (seed
+    version 2), and getrandbits is the generator's own."""
+    import _random
 
-    return random.Random(f"{base_seed}:{name}:{variant}:{index}").getrandbits(32)
+    try:
+        from _sha2 import sha512  # Python 3.12 and later
+    except ImportError:
+        from _sha512 import sha512  # Python 3.10 and 3.11
+    text = f"{base_seed}:{name}:{variant}:{index}".encode()
+    generator = _random.Random()
+    generator.seed(int.from_bytes(text + sha512(text).digest(), "big"))
+    return int(generator.getrandbits(32))
 
 
 def _environment(head: HeadStart) -> dict[str, str]:
@@ -331,6 +340,7 @@ def _start_watchdog() -> tuple[int, int]:
     if pid == 0:
         try:
             os.setsid()  # the terminal's Ctrl-C reaches the supervisor, never the watchdog
+            os.nice(10)  # its start-up must not slow the command's, which starts at the same moment
             null = os.open(os.devnull, os.O_RDWR)
             os.dup2(read_end, 0)
             os.dup2(null, 1)

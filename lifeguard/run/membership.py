@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Protocol
 
@@ -144,6 +144,7 @@ class SubreaperMembership:
         self.root_start = 0
         self.seen: set[int] = set()  # every pid ever recorded as the run's (pids are not reused while it lives)
         self.unclaimed = unclaimed
+        self.helpers: Callable[[], Collection[int]] = tuple  # children the supervisor started for itself
 
     def join_file(self) -> Path | None:
         return None
@@ -177,7 +178,10 @@ class SubreaperMembership:
         children instead of every process of the machine: what a short run's end costs."""
         if not self.root or read_proc(self.root) is not None:
             return False
+        helpers = self.helpers()
         for pid in children_of(me):
+            if pid in helpers:
+                continue  # the watchdog: started with a head-started run, maybe in the same clock tick
             info = read_proc(pid)
             if info is not None and (pid in self.seen or info.start >= self.root_start):
                 return False

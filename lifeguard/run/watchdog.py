@@ -11,12 +11,12 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import IO
 
 from lifeguard.child import protocol
 from lifeguard.child import watchdog as child_watchdog
+from lifeguard.run.handles import ForkedChild
 
 STOP_TIMEOUT = 5.0  # the watchdog's own exit after the pipe closes (nothing to kill by then)
 
@@ -30,18 +30,12 @@ class StartedWatchdog:
         self.returncode: int | None = None
 
     def wait(self, timeout: float) -> int:
-        deadline = time.monotonic() + timeout
-        while self.returncode is None:
-            try:
-                done, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                done, status = self.pid, 0
-            if done:
-                self.returncode = os.waitstatus_to_exitcode(status)
-            elif time.monotonic() >= deadline:
+        """Its exit code, waited for on a pidfd (no polling: it exits milliseconds after its pipe closes)."""
+        if self.returncode is None:
+            handle = ForkedChild(self.pid)
+            if not handle.wait_step(timeout):
                 raise subprocess.TimeoutExpired(["watchdog"], timeout)
-            else:
-                time.sleep(0.005)
+            self.returncode = handle.returncode if handle.returncode is not None else 0
         return self.returncode
 
     def kill(self) -> None:
@@ -94,7 +88,8 @@ class Watchdog:
     def release_run(self, session_id: int) -> None:
         self._tell(f"done {session_id}")
 
-    def close(self) -> None:
+    def close(self, *, wait: bool = True) -> None:
+        """Close its pipe (it exits at once: nothing is registered any more), and with ``wait`` reap it."""
         with self._lock:
             proc, self.proc = self.proc, None
         if proc is None:
@@ -104,6 +99,8 @@ class Watchdog:
                 proc.stdin.close()
             except OSError:
                 pass
+        if not wait:
+            return
         try:
             proc.wait(timeout=STOP_TIMEOUT)
         except subprocess.TimeoutExpired:

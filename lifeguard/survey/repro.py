@@ -45,33 +45,96 @@ _hook_namespace = {{"__name__": "survey_hook"}}
 exec(compile(HOOK_SOURCE, {hook_path!r}, "exec"), _hook_namespace)
 hook = _hook_namespace[{qualname!r}]
 
+
+
+class ProbeContext:
+    """What lifeguard's probe hands a two-argument hook: the mode, and callbacks for native code to keep."""
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.pid = os.getpid()
+        self.calls = 0
+
+    @property
+    def forked(self):
+        return os.getpid() != self.pid
+
+    def callback(self, *objects):
+        def probe_callback(*args, **kwargs):
+            self.calls += 1
+            return len(objects)
+        return probe_callback
+
+
+probe = ProbeContext({probe!r})
+_arguments = hook.__code__.co_argcount if hasattr(hook, "__code__") else 1
+
+
+def exercise():
+    return hook(module, probe) if _arguments >= 2 else hook(module)
+
+
 module = importlib.import_module({module!r})
 kept = []  # what the hook made, alive until the interpreter finalizes
+
+
+def fork_and_wait(in_child):
+    """Fork; the child does ``in_child()``; the parent waits (bounded) and fails if the child failed."""
+    pid = os.fork()
+    if pid == 0:
+        in_child()
+        return True
+    deadline = time.monotonic() + {child_timeout}
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            if code != 0:
+                sys.exit(f"the forked child {{pid}} ended with {{code}}")
+            return False
+        time.sleep(0.01)
+    sys.exit(f"the forked child {{pid}} did not finish within {child_timeout} s (it is still there: attach a "
+             "debugger to see where it waits)")
 '''
 
 BODIES = {
     "exit": '''
-kept.append(hook(module))
-# Returning now: finalization destroys what the hook made.
+kept.append(exercise())
+# Returning now: finalization destroys what the hook made and the callbacks it handed on.
 ''',
-    "fork": '''
-kept.append(hook(module))
-pid = os.fork()
-if pid == 0:
-    kept.append(hook(module))  # the forked child uses the module, then exits normally
-    sys.exit(0)
-kept.append(hook(module))
-_, status = os.waitpid(pid, 0)
-code = os.waitstatus_to_exitcode(status)
-if code != 0:
-    sys.exit(f"the forked child {{pid}} ended with {{code}}")
+    "fork-use": '''
+kept.append(exercise())  # the module's threads are running now
+
+
+def use_in_child():
+    kept.append(exercise())  # the forked child uses the module, then exits normally
+
+
+if not fork_and_wait(use_in_child):
+    kept.append(exercise())
+''',
+    "fork-finalize": '''
+kept.append(exercise())
+
+
+def drop_in_child():
+    kept.clear()  # the child never calls the module: it drops what it inherited and finalizes normally
+    gc.collect()
+
+
+fork_and_wait(drop_in_child)
+''',
+    "fork-exit": '''
+kept.append(exercise())
+fork_and_wait(lambda: os._exit(0))  # the child leaves at once: only the atfork handlers run in it
 ''',
     "gc-thread": '''
+exercise()  # a warm-up call on the main thread: first-call imports happen before the collector starts
 stop = threading.Event()
 
 
 def collect_until_stopped():
-    while not stop.is_set():
+    while not stop.wait({collector_pause}):
         gc.collect()
 
 
@@ -82,12 +145,22 @@ deadline = time.monotonic() + {gc_seconds}
 for _ in range({gc_rounds}):
     if time.monotonic() > deadline:
         break
-    box = [hook(module)]
+    box = [exercise()]
     box.append(box)  # reachable only from a cycle: freed on the collector thread
     del box
 stop.set()
 collector.join()
 gc.enable()
+''',
+    "gc-cycle": '''
+deadline = time.monotonic() + {gc_seconds}
+for _ in range({gc_rounds}):
+    if time.monotonic() > deadline:
+        break
+    box = [exercise()]
+    box.append(box)  # reachable only from a cycle: freed by the collection on this (the main) thread
+    del box
+    gc.collect()
 ''',
 }
 
@@ -107,7 +180,8 @@ def _literal(text: str) -> str:
 
 def write_reproduction(folder: Path, probed: Probed, run: RunResult) -> str:
     """The script and its notes for ``probed``'s failed ``run``; the script's path."""
-    from lifeguard.plan.probes import GC_ROUNDS, GC_SECONDS
+    from lifeguard.child.probe import COLLECTOR_PAUSE
+    from lifeguard.plan.probes import DEFAULT_TIMEOUT, FORK_CHILD_SHARE, GC_ROUNDS, GC_SECONDS
 
     folder.mkdir(parents=True, exist_ok=True)
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{probed.package.name}-{probed.probe}")
@@ -121,14 +195,15 @@ def write_reproduction(folder: Path, probed: Probed, run: RunResult) -> str:
                          phase=phase, reason=_docstring_safe(run.reason),
                          hook_where=f"{hook.source} hook, {hook.path}" if hook else "no hook",
                          source=_literal(hook_source(hook) if hook else ""),
-                         hook_path=hook.path if hook else "<no hook>", qualname=hook.qualname if hook else "hook")
+                         hook_path=hook.path if hook else "<no hook>", qualname=hook.qualname if hook else "hook",
+                         child_timeout=round(DEFAULT_TIMEOUT * FORK_CHILD_SHARE, 1))
     if hook is None:
         text = text.replace("hook = _hook_namespace[", "hook = lambda module: None  # ")
     body = BODIES.get(probed.probe)
     if body is None:
         text += f"\nsys.exit('no standalone body for the {probed.probe} probe yet: see {notes.name}')\n"
     else:
-        text += body.format(gc_rounds=GC_ROUNDS, gc_seconds=GC_SECONDS)
+        text += body.format(gc_rounds=GC_ROUNDS, gc_seconds=GC_SECONDS, collector_pause=COLLECTOR_PAUSE)
     script.write_text(text, encoding="utf-8")
     script.chmod(0o755)
     notes.write_text(_notes(probed, run), encoding="utf-8")

@@ -55,7 +55,7 @@ def triage(session: Session, meaning: dict[str, Probed], limitations: Sequence[L
         run = summary.first_failure
         if run is not None:
             entry = replace(entry, reason=run.reason, findings=tuple(f.to_dict() for f in run.findings),
-                            run_dir=run.run_dir)
+                            run_dir=run.run_dir, notes=tuple(run.notes))
             why = probe_error(probed, run)
             limitation = matching(limitations, package.name, package.version, probed.probe)
             if why:
