@@ -66,14 +66,21 @@ def lifeguard(python: str, scenario: Path, runs: int, jobs: int) -> float:
     return time.perf_counter() - start
 
 
-# The program: a fixed amount of interpreter work (allocation and collection included), no sleeping.
+# The programs: a fixed amount of interpreter work (allocation and collection included), no sleeping; and one
+# that sleeps. This machine's CPU speed drifts by tens of percent from one second to the next (a shared VM),
+# so the computing program's times are noisy; the sleeping one's are not: its overhead is lifeguard's own cost.
 PROGRAM = """\
 import sys
 total = 0
 for i in range(int(sys.argv[1])):
     total += len([j for j in range(50)])
 """
+SLEEPER = """\
+import sys, time
+time.sleep(float(sys.argv[1]))
+"""
 PROGRAM_TIMEOUT = 120.0
+CALIBRATION_SAMPLES = 3
 
 
 def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
@@ -84,10 +91,11 @@ def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
 
 
 def calibrate(python: str, script: Path, seconds: float) -> int:
-    """The loop count that makes the program take about ``seconds`` on the bare interpreter."""
+    """The loop count that makes the program take about ``seconds`` on the bare interpreter (the median of a
+    few timings at the final count's order of magnitude)."""
     count = 20_000
     while True:
-        took = timed([python, str(script), str(count)])
+        took = statistics.median(timed([python, str(script), str(count)]) for _ in range(CALIBRATION_SAMPLES))
         if took >= seconds / 4:
             return max(1, int(count * seconds / took))
         count *= 4
@@ -109,28 +117,30 @@ def installed_tool(python: str) -> Path:
 
 
 def program_overhead(tool: Path, folder: Path, rounds: int, seconds: float) -> None:
-    script = folder / "program.py"
-    script.write_text(PROGRAM)
     python = str(tool / "python")
-    count = calibrate(python, script, seconds)
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    bare_argv = [python, str(script), str(count)]
-    guarded_argv = [str(tool / "lifeguard"), "run", "-q", "--", *bare_argv]
-    times: dict[str, list[float]] = {"python3 script.py": [], "lifeguard run -q -- python3 script.py": []}
-    for _ in range(rounds):
-        times["python3 script.py"].append(timed(bare_argv, env))
-        times["lifeguard run -q -- python3 script.py"].append(timed(guarded_argv, env))
-    print(f"\na {seconds:g} s program x {rounds} rounds, wall time (the fastest round is the least disturbed by "
-          "other load; the median is shown beside it):")
-    for name, values in times.items():
-        print(f"  {name:40s} fastest {min(values) * 1000:8.1f} ms   median {statistics.median(values) * 1000:8.1f} ms")
-    for label, pick in (("fastest", min), ("median", statistics.median)):
-        base = pick(times["python3 script.py"])
-        guarded = pick(times["lifeguard run -q -- python3 script.py"])
-        print(f"overhead of lifeguard run -- on a {seconds:g} s program ({label}): {(guarded / base - 1) * 100:.1f}%"
-              f" ({(guarded - base) * 1000:.0f} ms; target < 5%)")
+    computing, sleeping = folder / "program.py", folder / "sleeper.py"
+    computing.write_text(PROGRAM)
+    sleeping.write_text(SLEEPER)
+    programs = {"computes": [python, str(computing), str(calibrate(python, computing, seconds))],
+                "sleeps": [python, str(sleeping), str(seconds)]}
+    print(f"\na program of about {seconds:g} s, {rounds} rounds, `lifeguard run -q -- python3 script.py` and "
+          "`python3 script.py` in turn:")
+    for what, bare_argv in programs.items():
+        guarded_argv = [str(tool / "lifeguard"), "run", "-q", "--", *bare_argv]
+        bare_times, guarded_times = [], []
+        for _ in range(rounds):
+            bare_times.append(timed(bare_argv, env))
+            guarded_times.append(timed(guarded_argv, env))
+        base = statistics.median(bare_times)
+        extra = statistics.median(g - b for g, b in zip(guarded_times, bare_times, strict=True))  # each round's pair
+        print(f"  a program that {what}: python3 median {base * 1000:.1f} ms (fastest {min(bare_times) * 1000:.1f}), "
+              f"under lifeguard median {statistics.median(guarded_times) * 1000:.1f} ms "
+              f"(fastest {min(guarded_times) * 1000:.1f})")
+        print(f"overhead of lifeguard run -- on a program that {what} {seconds:g} s: {extra / base * 100:.1f}% "
+              f"(the median of the rounds' differences: {extra * 1000:.0f} ms; target < 5%)")
 
 
 def main() -> int:

@@ -20,6 +20,10 @@ import signal
 import sys
 import time
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 KILL_ROUNDS = 50
 ROUND_PAUSE = 0.01
 
@@ -100,12 +104,17 @@ def kill_runs(runs: dict[int, str], marker: str) -> None:
 
 def main() -> None:
     # The run marker's variable name comes as the argument: this file runs without the package on its path.
-    marker = sys.argv[1]
+    watch(sys.stdin.buffer, sys.argv[1])
+
+
+def watch(lines: Iterable[bytes], marker: str) -> None:
+    """Read the supervisor's lines to the end of the pipe, then kill what is still registered. Also run, without
+    an interpreter of its own, by a watchdog forked before anything else of lifeguard (lifeguard.run.headstart)."""
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGTSTP, signal.SIGPIPE):
         signal.signal(signum, signal.SIG_IGN)  # only the end of the pipe ends us
     folders: list[str] = []
     runs: dict[int, str] = {}
-    for raw in sys.stdin.buffer:
+    for raw in lines:
         line = raw.decode(errors="surrogateescape").rstrip("\n")
         words = line.split()
         if line.startswith("cgroup "):

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 def main() -> NoReturn:
     argv = sys.argv[1:]
-    headstart.begin(argv)
+    headstart.let_it_start(headstart.begin(argv))
     from lifeguard.cli.main import main as command_line
 
     exit_now(command_line(argv))

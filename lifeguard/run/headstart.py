@@ -5,24 +5,25 @@ program (a CI step, ``python3 script.py``) whose own time is what its user waits
 lifeguard's supervisor, diagnosis and reports takes about a tenth of a second before a run could start. So
 the command line's entry point (lifeguard.cli.entry) calls ``begin()`` first, with nothing of lifeguard
 imported but this module: it starts the run's process as a normal start would (the same command, working
-folder, environment and descriptors, its own session, killed with the thread that started it, core dumps
-off), and the watchdog beside it; the rest of lifeguard is imported while the program runs.
+folder, environment and descriptors, its own session, core dumps off), after the watchdog has been told of
+it (so a lifeguard killed at any moment takes the run's tree with it); the rest of lifeguard is imported
+while the program runs.
 
 The normal start stays the authority. When the supervisor reaches the run (lifeguard.run.supervise), it
 computes the process it would start and ``claim()`` hands the head start over only if it is that very
 process (command, folder and every environment entry compared); otherwise the head start is killed and
 the run starts as usual: slower, never different. The run is tracked by ancestry (lifeguard.run.membership:
-this process became the subreaper first), since it was started before the session's cgroup existed.
+this process is the subreaper before the run's own code can fork), since it was started before the
+session's cgroup existed.
 Anything unusual on the way (an option the head start does not know, a command it cannot find, a cache
 that cannot be written) means no head start, never an error: the normal start then says what is wrong.
 
-Standard library (os, sys, ctypes, random, signal, resource) and lifeguard.child/cache modules only.
+Standard library (os, sys, ctypes, _random, signal, resource) and lifeguard.child/cache modules only.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 
 from lifeguard.child import protocol
 from lifeguard.run import childpath
@@ -40,9 +41,11 @@ NAME_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxy
 NAME_LIMIT = 80
 VARIANT = "default"  # a plain target's only variant (lifeguard.model.scenario.DEFAULT_VARIANT)
 PIPE_SIZE = 1 << 20  # the output pipes hold this much while the relays are not reading yet
-PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 REAP_TIMEOUT = 5.0
+START_WAIT = 0.2  # let_it_start: at most this long (a Python interpreter starts in tens of milliseconds)
+START_POLL = 0.001
+START_READ = 4096  # the first events of the run's main process are well within this
 EXEC_FAILED = 127
 
 
@@ -66,6 +69,7 @@ class HeadStart:
         self.out_read = self.out_write = self.err_read = self.err_write = -1
         self.watchdog: tuple[int, int] | None = None  # (pid, the write end of its pipe)
         self.outcome = "not claimed"  # what became of it, for ``lifeguard run -v``
+        self.python = False  # the command is a Python interpreter or a script one runs
 
     def close_files(self) -> None:
         for name in ("events_fd", "out_read", "out_write", "err_read", "err_write"):
@@ -107,6 +111,30 @@ def begin(argv: list[str]) -> HeadStart | None:
     _pending.append(head)
     _made.append(head)
     return head
+
+
+def let_it_start(head: HeadStart | None) -> None:
+    """Wait (at most START_WAIT) until a Python command's own code is about to run (its attach hook wrote
+    BODY_START on the result channel), or it ended. The rest of lifeguard loads after that: loading while
+    the program's interpreter starts slows both on a machine of two cores (hyperthreads, a shared VM) by a
+    few milliseconds; afterwards the program computes on one core while lifeguard loads on the other."""
+    if head is None or not head.python:
+        return
+    import time
+
+    marker = repr(protocol.BODY_START).encode()
+    path = os.path.join(head.run_dir, protocol.EVENTS_FILE)
+    deadline = time.monotonic() + START_WAIT
+    while time.monotonic() < deadline:
+        try:
+            with open(path, "rb") as f:
+                if marker in f.read(START_READ):
+                    return
+            if os.waitid(os.P_PID, head.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return  # it ended before its body (not reaped: its supervisor reads the status later)
+        except (OSError, ChildProcessError):
+            return
+        time.sleep(START_POLL)
 
 
 def pending() -> HeadStart | None:
@@ -259,10 +287,6 @@ def _dump_signal() -> int:
 
 
 def _start(head: HeadStart) -> None:
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # before the fork: the run's orphans come to us
     os.mkdir(head.run_dir)
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC | os.O_CLOEXEC
     head.events_fd = os.open(os.path.join(head.run_dir, protocol.EVENTS_FILE), flags, 0o644)
@@ -273,22 +297,51 @@ def _start(head: HeadStart) -> None:
     _widen(head.out_write)
     _widen(head.err_write)
     head.env = _environment(head)
+    # This process becomes the subreaper (the run's orphans come to it) before the run's own code can fork.
+    # A Python program's first code runs after its interpreter's start-up (tens of milliseconds), so for one
+    # that is done while it starts: ctypes' import (milliseconds) is not the program's to wait for.
+    python = head.python = _starts_python(_find(head.argv[0]) or "")
+    if not python:
+        _become_subreaper()
+    import resource  # the run's process needs it between fork and exec: imported here, before the fork
+
     head.watchdog = _start_watchdog()
     go_read, go_write = os.pipe()
     parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the run's process: only system calls until exec
         os.close(go_write)
-        _become_run(head, libc, parent, go_read)
+        _become_run(head, parent, go_read, resource)
     os.close(go_read)
     head.pid = pid
     try:
         # The watchdog knows of the run before the run's own code starts: a lifeguard killed from here on
-        # (even by the command itself) takes the run's whole tree with it.
+        # (even by the command itself) takes the run's whole tree with it. So no parent-death signal is
+        # needed for the run's process (a normal start asks for one too).
         os.write(head.watchdog[1], f"run {pid} {head.run_id}\n".encode())
         os.write(go_write, b"g")
     finally:
         os.close(go_write)
+    if python:
+        _become_subreaper()
+
+
+def _become_subreaper() -> None:
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _starts_python(path: str) -> bool:
+    """Is ``path`` a Python interpreter, or a script one runs (lifeguard.run.containment.starts_python)?"""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return False
+    if head.startswith(b"#!"):
+        return b"python" in head.split(b"\n", 1)[0]
+    return head.startswith(b"\x7fELF") and os.path.basename(os.path.realpath(path)).startswith("python")
 
 
 def _widen(fd: int) -> None:
@@ -300,16 +353,14 @@ def _widen(fd: int) -> None:
         pass  # the default 64 KiB: a program writing more before the relays read just waits a moment
 
 
-def _become_run(head: HeadStart, libc: Any, parent: int, go: int) -> None:
+def _become_run(head: HeadStart, parent: int, go: int, resource: Any) -> None:
     """In the forked child: what Popen(start_new_session=True, stdin=DEVNULL, pass_fds=(events,),
-    restore_signals=True) and the normal start's pre-exec step (killed with its parent) do, then exec once
-    the watchdog has been told of the run (``go`` gives a byte; end of file: the supervisor died first)."""
+    restore_signals=True) does, then exec once the watchdog has been told of the run (``go`` gives a byte;
+    end of file: the supervisor died first)."""
     try:
-        import resource
-        import signal
+        import signal  # built in: no file to load
 
         os.setsid()
-        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         if os.read(go, 1) != b"g" or os.getppid() != parent:
             os._exit(EXEC_FAILED)  # the supervisor is already gone
         for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):  # Python ignores these; exec would keep them ignored
@@ -332,24 +383,27 @@ def _become_run(head: HeadStart, libc: Any, parent: int, go: int) -> None:
 
 
 def _start_watchdog() -> tuple[int, int]:
-    """The watchdog (lifeguard.child.watchdog) as lifeguard.run.watchdog starts it: its pid and the write end
-    of its pipe (what lifeguard writes there waits in the pipe while the watchdog's interpreter starts)."""
+    """The watchdog (lifeguard.child.watchdog): its pid and the write end of its pipe. Forked from this process
+    while it is still small and has no thread, it watches without starting an interpreter of its own (one
+    would take a CPU from the command's start for milliseconds); niced, it never competes with the run."""
     read_end, write_end = os.pipe()
-    script = os.path.join(childpath.package_folder(), "child", "watchdog.py")
     pid = os.fork()
     if pid == 0:
         try:
             os.setsid()  # the terminal's Ctrl-C reaches the supervisor, never the watchdog
-            os.nice(10)  # its start-up must not slow the command's, which starts at the same moment
+            os.nice(10)
+            os.closerange(3, read_end)
+            os.closerange(read_end + 1, os.sysconf("SC_OPEN_MAX"))
             null = os.open(os.devnull, os.O_RDWR)
-            os.dup2(read_end, 0)
-            os.dup2(null, 1)
-            os.dup2(null, 2)
-            os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-            os.execv(sys.executable, [sys.executable, "-I", "-S", script, protocol.RUN_ID_ENV])
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            from lifeguard.child import watchdog
+
+            with os.fdopen(read_end, "rb") as lines:
+                watchdog.watch(lines, protocol.RUN_ID_ENV)
         except BaseException:
             pass
-        os._exit(EXEC_FAILED)
+        os._exit(0)
     os.close(read_end)
     return pid, write_end
 
