@@ -19,7 +19,7 @@ from tests.helpers import ROOT, load_report, real_python
 BUILD_TIMEOUT = 300.0
 RUN_TIMEOUT = 300.0
 # What the wheel is built from (everything pyproject.toml names).
-SOURCES = ("pyproject.toml", "README.md", "lifeguard", "scenarios", "fixtures_native")
+SOURCES = ("pyproject.toml", "README.md", "lifeguard", "scenarios", "fixtures_native", "scripts")
 
 
 def _run(argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -72,3 +72,9 @@ def test_a_wheel_install_runs_the_bundled_scenarios(tmp_path: Path) -> None:
     assert not any(elsewhere.iterdir())  # nothing of lifeguard's lands in the user's folder
     page = (report / "report.html").read_text()  # the templates came with the wheel; the charts' extra did not
     assert "lifeguard report: all as expected" in page and "pip install &#39;lifeguard[html]&#39;" in page
+    # The command is the project's own script (not a generated wrapper), and a wrapped command gets its head start.
+    assert "from lifeguard.cli.entry import main" in (environment / "bin" / "lifeguard").read_text()
+    wrapped = _run([str(environment / "bin" / "lifeguard"), "run", "-v", "--", str(python), "-c", "print('hi')"],
+                   elsewhere, RUN_TIMEOUT)
+    assert wrapped.returncode == 0, wrapped.stdout + wrapped.stderr
+    assert "hi" in wrapped.stdout and "head start of python: used" in wrapped.stderr
