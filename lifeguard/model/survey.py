@@ -13,6 +13,7 @@ A probe that passed is ``clean``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,8 +35,12 @@ class HookRef:
     qualname: str
 
     def spec(self) -> dict[str, Any]:
-        """The callable spec the probe child loads (lifeguard.child.pytest_body.load_callable)."""
-        return {"path": self.path, "qualname": self.qualname, "module_name": None, "sys_path": []}
+        """The callable spec the probe child loads (lifeguard.child.pytest_body.load_callable). lifeguard's own
+        hooks are files named after their packages (hooks/pandas.py): loaded under a name of their own, so
+        their folder never goes on sys.path, where ``import pandas`` in the package probed would find them."""
+        own = self.source in ("bundled", "generic")
+        name = "lifeguard_survey_hook_" + os.path.splitext(os.path.basename(self.path))[0] if own else None
+        return {"path": self.path, "qualname": self.qualname, "module_name": name, "sys_path": []}
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "path": self.path, "function": self.qualname}

@@ -134,3 +134,31 @@ def test_triage_classes() -> None:
     assert by["/r/d"].triage == DOCUMENTED and by["/r/d"].limitation is limits[0]
     assert by["clean"].triage == CLEAN
     assert written == ["a"]  # only candidates get a reproduction
+
+
+def test_lifeguards_own_hooks_never_put_their_folder_on_the_path() -> None:
+    """hooks/pandas.py loaded by its folder would be what `import pandas` finds in the package probed (pyarrow
+    imports pandas lazily): lifeguard's hooks load under a name of their own; a user's keep their folder."""
+    from lifeguard.model.survey import HookRef
+
+    own = HookRef("bundled", "/somewhere/hooks/pandas.py", "hook").spec()
+    assert own["module_name"] == "lifeguard_survey_hook_pandas"
+    assert HookRef("generic", "/somewhere/hooks/generic.py", "hook").spec()["module_name"]
+    assert HookRef("user", "/home/me/myhooks.py", "numpy_hook").spec()["module_name"] is None
+
+
+def test_the_generic_hook_skips_names_that_are_not_plain_definitions() -> None:
+    """lxml.builder's E answers any attribute with a functools.partial: its __module__ is not a string."""
+    import functools
+    import types
+
+    from lifeguard.survey.hooks import generic
+
+    class ElementMaker:
+        def __getattribute__(self, name: str) -> object:  # __module__ included, as lxml's compiled class does
+            return functools.partial(print, name)
+
+    module = types.ModuleType("fakepkg")
+    module.E = ElementMaker()  # type: ignore[attr-defined]
+    module.length = len  # type: ignore[attr-defined]  # a builtin, but defined elsewhere (builtins)
+    assert generic.candidates(module) == []

@@ -51,12 +51,17 @@ def candidates(module: Any) -> list[Any]:
         for name in sorted(dir(module)):
             if name.startswith("_") or DENIED.search(name):
                 continue
-            obj = getattr(module, name, None)
-            owner = getattr(obj, "__module__", None) or ""
-            if owner != top and not owner.startswith(top + ".") and owner != module.__name__:
-                continue  # re-exported from elsewhere (the standard library, another package)
-            if _native_class(obj) or _callable_without_arguments(obj):
-                found.append(obj)
+            try:
+                obj = getattr(module, name, None)
+                owner = getattr(obj, "__module__", None)
+                if not isinstance(owner, str):  # not a plain definition (lxml.builder's E: a partial object)
+                    continue
+                if owner != top and not owner.startswith(top + ".") and owner != module.__name__:
+                    continue  # re-exported from elsewhere (the standard library, another package)
+                if _native_class(obj) or _callable_without_arguments(obj):
+                    found.append(obj)
+            except Exception:  # noqa: BLE001 - a lazy attribute that fails to load: not one to call
+                continue
         _candidates[module.__name__] = found[:MAX_CALLS]
     return _candidates[module.__name__]
 
