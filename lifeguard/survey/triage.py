@@ -23,10 +23,20 @@ from lifeguard.survey.plan import Probed
 Reproduce = Callable[[Probed, RunResult], str]
 
 
+EXCEPTION_LINE = re.compile(r"^[\w.]+(Error|Exception|Exit|Interrupt|Warning)\b")
+
+
 def last_error_line(text: str) -> str:
-    """The last line of a traceback's exception (``ValueError: ...``), or the text's last line."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt|Warning)\b", line)]
+    """The exception line of the last traceback (``ValueError: ...``: the first line after its frames, not
+    warnings printed later at exit), else the last exception-looking line, else the text's last line."""
+    raw = text.splitlines()
+    starts = [i for i, line in enumerate(raw) if line.startswith("Traceback (most recent call last):")]
+    if starts:
+        for line in raw[starts[-1] + 1:]:
+            if line and not line[0].isspace() and EXCEPTION_LINE.match(line):
+                return line.strip()
+    lines = [line.strip() for line in raw if line.strip()]
+    errors = [line for line in lines if EXCEPTION_LINE.match(line)]
     return (errors or lines or [""])[-1]
 
 

@@ -162,3 +162,13 @@ def test_the_generic_hook_skips_names_that_are_not_plain_definitions() -> None:
     module.E = ElementMaker()  # type: ignore[attr-defined]
     module.length = len  # type: ignore[attr-defined]  # a builtin, but defined elsewhere (builtins)
     assert generic.candidates(module) == []
+
+
+def test_the_reason_of_a_hook_error_is_its_tracebacks_exception_not_a_later_warning() -> None:
+    from lifeguard.survey.triage import last_error_line
+
+    stderr = ("Traceback (most recent call last):\n  File \"hook.py\", line 12, in hook\n    server.bind(address)\n"
+              "zmq.error.ZMQError: Address already in use\n"
+              "sys:1: ResourceWarning: Unclosed socket\nResourceWarning: Enable tracemalloc to get the traceback\n")
+    assert last_error_line(stderr) == "zmq.error.ZMQError: Address already in use"
+    assert last_error_line("just a line\n") == "just a line"
