@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from lifeguard.errors import EXIT_OK, EXIT_UNEXPECTED, EXIT_USAGE
+from lifeguard.model.outcomes import Outcome
 from tests.helpers import Pace, run_cli
 
 NATIVE = r"""
@@ -186,3 +187,30 @@ def test_a_package_not_installed_is_an_error_line(venv: Path, tmp_path: Path, ti
     proc, _ = survey(venv, tmp_path / "report", timeout, "lgclean", "no-such-dist")
     assert proc.returncode == EXIT_USAGE
     assert "no-such-dist is not installed in" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_every_probe_modes_reproduction_runs_alone(venv: Path, tmp_path: Path, timeout: str) -> None:
+    """A reproduction script of each mode, written for the package without the bug, runs to a clean end in
+    plain Python (no lifeguard in the venv); the one of the buggy package's exit still crashes."""
+    from types import SimpleNamespace
+
+    from lifeguard.model.survey import HookRef, Package
+    from lifeguard.plan.probes import PROBES
+    from lifeguard.survey.plan import Probed
+    from lifeguard.survey.repro import write_reproduction
+
+    hooks = tmp_path / "hooks.py"
+    hooks.write_text(ENTRY_HOOK)  # the hook keeps an object through the package's native code
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "LIFEGUARD"))}
+    seen = SimpleNamespace(phase=None, outcome=Outcome.FAILED, reason="(test)", run_dir=str(tmp_path), findings=(),
+                           fatal_error="", stderr_tail="")
+    for name, clean in (("lgclean", True), ("lgbuggy", False)):
+        package = Package(name, "1.0", (f"{name}._native",), (name,), (), HookRef("user", str(hooks), "exercise"))
+        for mode in PROBES if clean else ("exit",):
+            script = write_reproduction(tmp_path / "repro", Probed(package, name, mode), seen)  # type: ignore[arg-type]
+            ran = subprocess.run([str(venv), script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                 timeout=float(timeout) * 2, stdin=subprocess.DEVNULL)
+            if clean:
+                assert ran.returncode == 0, (mode, ran.stdout + ran.stderr)
+            else:
+                assert ran.returncode < 0 or ran.returncode == 134, (mode, ran.returncode, ran.stderr)
