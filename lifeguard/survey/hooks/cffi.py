@@ -18,7 +18,7 @@ def hook(module: Any) -> list[Any]:
 
     def compare(a: Any, b: Any) -> int:
         x, y = ffi.cast("int *", a)[0], ffi.cast("int *", b)[0]
-        return (x > y) - (x < y)
+        return int((x > y) - (x < y))
 
     callback = ffi.callback("int(const void *, const void *)", compare)
     values = ffi.new("int[]", [5, 3, 9, 1, 7])
