@@ -6,7 +6,7 @@ the interpreter this script runs under: CPython 3.11 for the pinned versions), t
 checkout and prints its wall time, the triage counts and the survey's exit code. lifeguard itself is not
 installed into that venv: the survey reads it from outside, as it would a user's environment.
 
-    python benchmarks/survey.py [--report DIR] [-j N] [--probe MODE ...] [--only NAME ...]
+    python benchmarks/survey.py [--report DIR] [-j N] [--repeat N] [--probe MODE ...] [--only NAME ...]
 
 ``--only`` surveys a few names of the list (a smoke run); the venv still gets the whole list.
 """
@@ -57,6 +57,7 @@ def main() -> int:
     parser.add_argument("--report", type=Path, help="the survey's report folder (default: a new temporary one)")
     parser.add_argument("-j", "--jobs", default="2", help="runs in parallel (default 2)")
     parser.add_argument("--probe", action="append", default=[], help="only this probe mode (repeatable)")
+    parser.add_argument("--repeat", default="1", help="runs per package x module x mode (default 1)")
     parser.add_argument("--only", action="append", default=[], metavar="NAME",
                         help="survey only these distributions of the list (repeatable)")
     args = parser.parse_args()
@@ -64,7 +65,7 @@ def main() -> int:
     report = args.report or Path(tempfile.mkdtemp(prefix="lifeguard-survey-bench-"))
     what = ["--requirements", str(PACKAGES)] if not args.only else args.only
     command = [sys.executable, "-m", "lifeguard", "survey", *what, "--python", str(python), "--report", str(report),
-               "-j", args.jobs, *(f"--probe={mode}" for mode in args.probe)]
+               "-j", args.jobs, "--repeat", args.repeat, *(f"--probe={mode}" for mode in args.probe)]
     started = time.monotonic()
     proc = subprocess.run(command, cwd=ROOT, timeout=SURVEY_TIMEOUT, stdin=subprocess.DEVNULL)
     wall = time.monotonic() - started

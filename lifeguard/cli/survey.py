@@ -57,6 +57,8 @@ class SurveyCommand(Command):
                             help="runs in parallel (default 1)")
         parser.add_argument("--timeout", type=positive_float, default=SURVEY_TIMEOUT, metavar="SECONDS",
                             help=f"deadline per run (default {SURVEY_TIMEOUT:g})")
+        parser.add_argument("--repeat", type=positive_int, default=1, metavar="N",
+                            help="runs per package x module x mode (default 1; a race may need several)")
         parser.add_argument("--no-native", action="store_true",
                             help="skip native stacks (gdb on hangs, core files on crashes)")
 
@@ -100,7 +102,7 @@ class SurveyCommand(Command):
         report = (args.report or Path(tempfile.mkdtemp(prefix="lifeguard-survey-"))).resolve()
         writable_folder(report)
         scenarios, meaning = survey_scenarios([p for p in packages if p.targets], probes, report / "probes",
-                                              args.timeout)
+                                              args.timeout, repeat=args.repeat)
         if not scenarios:
             print("no extension module to probe in the packages surveyed")
             return EXIT_OK

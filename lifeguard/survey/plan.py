@@ -26,8 +26,8 @@ class Probed:
 
 
 def survey_scenarios(packages: Sequence[Package], probes: Sequence[str], folder: Path,
-                     timeout: float) -> tuple[list[Scenario], dict[str, Probed]]:
-    """Every package's targets x ``probes``, and what each scenario (by name) stands for."""
+                     timeout: float, *, repeat: int = 1) -> tuple[list[Scenario], dict[str, Probed]]:
+    """Every package's targets x ``probes`` (``repeat`` runs each), and what each scenario (by name) stands for."""
     scenarios: list[Scenario] = []
     meaning: dict[str, Probed] = {}
     for package in packages:
@@ -35,7 +35,7 @@ def survey_scenarios(packages: Sequence[Package], probes: Sequence[str], folder:
         for module in package.targets:
             if any(item.module == module for item in meaning.values()):
                 continue  # two distributions that install one module: it is probed once, for the first
-            made = probe_scenarios(module, probes, folder / package.name, hook=hook, timeout=timeout)
+            made = probe_scenarios(module, probes, folder / package.name, hook=hook, timeout=timeout, repeat=repeat)
             for scenario, probe in zip(made, dict.fromkeys(probes), strict=True):
                 scenarios.append(scenario)
                 meaning[scenario.name] = Probed(package, module, probe)

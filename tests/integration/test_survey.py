@@ -214,3 +214,9 @@ def test_every_probe_modes_reproduction_runs_alone(venv: Path, tmp_path: Path, t
                 assert ran.returncode == 0, (mode, ran.stdout + ran.stderr)
             else:
                 assert ran.returncode < 0 or ran.returncode == 134, (mode, ran.returncode, ran.stderr)
+
+
+def test_repeat_runs_each_probe_several_times(venv: Path, tmp_path: Path, timeout: str) -> None:
+    proc, data = survey(venv, tmp_path / "report", timeout, "lgclean", "--probe", "gc-cycle", "--repeat", "3")
+    assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr
+    assert [(e["probe"], e["runs"], e["counts"]) for e in data["entries"]] == [("gc-cycle", 3, {"passed": 3})]
