@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import processes_naming
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -42,22 +44,6 @@ class OpenPage:
     network: list[str] = field(default_factory=list)  # requests the page made that are not file: or data:
     load_seconds: float = 0.0  # navigation start to the end of the load event, as the browser measured it
     wall_seconds: float = 0.0  # goto() as this process saw it
-
-
-def _left_behind(profile: Path) -> list[int]:
-    """Live processes whose command line names ``profile``: the browser's, by the folder made for it."""
-    marker = str(profile).encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if marker in f.read():
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
 
 
 @contextlib.contextmanager
@@ -98,7 +84,7 @@ def open_report(path: Path, profile: Path, timeout: float) -> Iterator[OpenPage]
             finally:
                 context.close()
     finally:
-        leftover = _left_behind(profile)
+        leftover = processes_naming(str(profile))  # the browser's, by the folder made for it
         for pid in leftover:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

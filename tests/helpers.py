@@ -113,6 +113,22 @@ def pid_alive(pid: int) -> bool:
     return state != "Z"
 
 
+def processes_naming(text: str) -> list[int]:
+    """Live processes whose command line holds ``text`` (a zombie's command line is empty: never one of them)."""
+    marker = text.encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if marker in f.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
 def run_pids(run: dict[str, Any]) -> set[int]:
     """Every pid a run's child reported on its result channel (main and forked)."""
     from lifeguard.child.protocol import EVENTS_FILE

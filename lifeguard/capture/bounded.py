@@ -73,6 +73,10 @@ def run_bounded(
             process.wait()
             if on_timeout is not None:
                 on_timeout()
+        except BaseException:  # Ctrl-C while the tool runs: in a session of its own, it would outlive us
+            kill_group(process.pid)
+            process.wait()
+            raise
         return ToolRun(
             stdout=_read_all(stdout),
             stderr=_read_all(stderr),

@@ -25,6 +25,7 @@ from lifeguard.model.outcomes import Outcome, Phase, Verdict
 from lifeguard.model.result import RunResult
 from lifeguard.model.run import BacktraceMethod, RunKind, RunSpec, StartMode
 from lifeguard.model.scenario import Scenario, evidence_name
+from lifeguard.model.seeds import run_seed
 from lifeguard.plan.perturbations import START_PERTURBATIONS, check_perturbations, supervisor_side
 
 # With --until-fail and neither --repeat nor --duration, a series stops here.
@@ -78,12 +79,6 @@ def first_in_shard(position: int, shard: tuple[int, int] | None) -> tuple[int, i
         return 0, 1
     number, count = shard
     return (number - 1 - position) % count, count
-
-
-def run_seed(base_seed: int, scenario: str, variant: str, index: int) -> int:
-    """A run's seed, stable for its base seed and place in the plan (random's string seeding hashes the
-    text with SHA-512: the same on every Python version, and no OpenSSL to load at start-up)."""
-    return random.Random(f"{base_seed}:{scenario}:{variant}:{index}").getrandbits(32)
 
 
 def series_of(scenarios: Sequence[Scenario], options: PlanOptions) -> list[tuple[Scenario, str, int]]:

@@ -19,6 +19,7 @@ from typing import Any
 from lifeguard.child.protocol import MEMBERSHIP_ENV
 from lifeguard.run import cgroups
 from lifeguard.run.headstart import take_watchdog
+from lifeguard.run.headstart_process import is_python_program
 from lifeguard.run.membership import (
     SUBREAPER,
     CgroupMembership,
@@ -161,13 +162,4 @@ def starts_python(program: str, env: dict[str, str]) -> bool:
     first code of its own then runs after the interpreter's start-up, where the attach hook waits for the
     run's cgroup; anything else might fork before that."""
     path = shutil.which(program, path=env.get("PATH")) if os.sep not in program else program
-    if path is None:
-        return False
-    try:
-        with open(path, "rb") as f:
-            head = f.read(256)
-    except OSError:
-        return False
-    if head.startswith(b"#!"):
-        return b"python" in head.split(b"\n", 1)[0]
-    return head.startswith(b"\x7fELF") and os.path.basename(os.path.realpath(path)).startswith("python")
+    return path is not None and is_python_program(path)

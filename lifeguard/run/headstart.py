@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 
 from lifeguard.child import protocol
+from lifeguard.model.seeds import run_seed
 from lifeguard.run import childpath
 from lifeguard.run.headstart_process import VARIANT, HeadStart, end, find, open_files, spawn
 
@@ -198,22 +199,6 @@ def _runs_folder() -> str:
             continue
         return path
     raise FileExistsError(base)
-
-
-def run_seed(base_seed: int, name: str, variant: str, index: int) -> int:
-    """A run's seed, as the plan derives it (lifeguard.plan.scheduler.run_seed), without importing random:
-    ``random.Random(text)`` seeds its generator with the text and its SHA-512 read as one integer (seed
-    version 2), and getrandbits is the generator's own."""
-    import _random
-
-    try:
-        from _sha2 import sha512  # Python 3.12 and later
-    except ImportError:
-        from _sha512 import sha512  # Python 3.10 and 3.11
-    text = f"{base_seed}:{name}:{variant}:{index}".encode()
-    generator = _random.Random()
-    generator.seed(int.from_bytes(text + sha512(text).digest(), "big"))
-    return int(generator.getrandbits(32))
 
 
 def _environment(head: HeadStart) -> dict[str, str]:

@@ -82,7 +82,7 @@ def spawn(head: HeadStart) -> None:
     # This process becomes the subreaper (the run's orphans come to it) before the run's own code can fork.
     # A Python program's first code runs after its interpreter's start-up (tens of milliseconds), so for one
     # that is done while it starts: ctypes' import (milliseconds) is not the program's to wait for.
-    python = head.python = _starts_python(find(head.argv[0]) or "")
+    python = head.python = is_python_program(find(head.argv[0]) or "")
     if not python:
         _become_subreaper()
     import resource  # the run's process needs it between fork and exec: imported here, before the fork
@@ -114,8 +114,9 @@ def _become_subreaper() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def _starts_python(path: str) -> bool:
-    """Is ``path`` a Python interpreter, or a script one runs (lifeguard.run.containment.starts_python)?"""
+def is_python_program(path: str) -> bool:
+    """Is the file ``path`` a Python interpreter, or a script one runs (a shebang naming python)? Also the
+    normal start's test (lifeguard.run.containment.starts_python)."""
     try:
         with open(path, "rb") as f:
             head = f.read(256)
@@ -194,7 +195,6 @@ def end(head: HeadStart, *, keep_folder: bool = False) -> None:
     """Kill the head start's process and its session, reap it, close its files and its watchdog, and remove
     its runs' folder unless the session uses it (``keep_folder``)."""
     import signal
-    import time
 
     if head.pid > 0:
         for kill in (os.killpg, os.kill):
@@ -202,31 +202,29 @@ def end(head: HeadStart, *, keep_folder: bool = False) -> None:
                 kill(head.pid, signal.SIGKILL)
             except OSError:
                 pass
-        deadline = time.monotonic() + REAP_TIMEOUT
-        while time.monotonic() < deadline:
-            try:
-                done, _ = os.waitpid(head.pid, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if done:
-                break
-            time.sleep(0.005)
+        _reap(head.pid)
         head.pid = 0
     head.close_files()
     if head.watchdog is not None:
         pid, fd = head.watchdog
         head.watchdog = None
         os.close(fd)  # end of file: the watchdog kills what is left of the run, and exits
-        deadline = time.monotonic() + REAP_TIMEOUT
-        while time.monotonic() < deadline:
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if done:
-                break
-            time.sleep(0.005)
+        _reap(pid)
     if not keep_folder:
         import shutil
 
         shutil.rmtree(head.runs_dir, ignore_errors=True)
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status of our child ``pid``, waiting at most REAP_TIMEOUT (it was killed, or told to go)."""
+    import time
+
+    deadline = time.monotonic() + REAP_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:
+            return
+        time.sleep(0.005)

@@ -3,12 +3,15 @@ on disk, head and tail kept), and a hang of many processes ends within its deadl
 
 from __future__ import annotations
 
+import os
+import subprocess
+import textwrap
 import threading
 import time
 from pathlib import Path
 
 from lifeguard.run.supervise import CAPTURE_BUDGET, DEFAULT_OUTPUT_CAP
-from tests.helpers import Pace, load_report, run_cli
+from tests.helpers import ROOT, Pace, load_report, pid_alive, real_python, run_cli
 
 TWO_GB = 2 * 1024 ** 3
 MARKER = "bytes of output dropped here]"
@@ -88,3 +91,28 @@ time.sleep(1000)
     assert run["duration"] <= timeout + CAPTURE_BUDGET, run["duration"]
     # The whole command: the run, plus lifeguard's own start-up and the diagnosis of the evidence.
     assert took <= timeout + CAPTURE_BUDGET + 10 * pace.startup + 15, took
+
+
+def test_ctrl_c_during_a_bounded_tool_run_kills_the_tool(tmp_path: Path, pace: Pace) -> None:
+    """run_bounded starts a tool in a session of its own (the terminal's Ctrl-C never reaches it): interrupted
+    while it waits, it kills the tool's group before passing the interrupt on."""
+    pid_file = tmp_path / "tool.pid"
+    script = textwrap.dedent(f"""
+        import os, signal, threading, time
+        from lifeguard.capture.bounded import run_bounded
+
+        def interrupt_once_started():
+            while not os.path.exists({str(pid_file)!r}) or not open({str(pid_file)!r}).read().strip():
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        threading.Thread(target=interrupt_once_started, daemon=True).start()
+        try:
+            run_bounded(["sh", "-c", "echo $$ > {pid_file}; exec sleep {pace.deadline(60):g}"], {pace.deadline(60):g})
+        except KeyboardInterrupt:
+            print("interrupted")
+    """)
+    done = subprocess.run([real_python(), "-c", script], capture_output=True, text=True, timeout=pace.deadline(60),
+                          stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.stdout.strip() == "interrupted", done.stdout + done.stderr
+    assert not pid_alive(int(pid_file.read_text()))

@@ -13,27 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Pace, finish_cli, pid_alive, real_python, run_cli, start_cli, wait_for
+from tests.helpers import Pace, finish_cli, pid_alive, processes_naming, real_python, run_cli, start_cli, wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
 USED = "head start of {name}: used"
-
-
-def carrying(token: str) -> list[int]:
-    """Live processes whose command line holds ``token``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                command = f.read()
-        except OSError:
-            continue
-        if token.encode() in command and pid_alive(int(entry)):
-            found.append(int(entry))
-    return found
 
 
 def test_a_command_starts_ahead_and_runs_as_a_normal_start_would(tmp_path: Path, pace: Pace) -> None:
@@ -63,7 +47,7 @@ def test_the_seed_of_a_head_start_is_the_plans(tmp_path: Path, pace: Pace) -> No
     done = run_cli("run", "-v", "--", "sh", "-c", "echo seed=$LIFEGUARD_SEED hash=$PYTHONHASHSEED", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert USED.format(name="sh") in done.stderr
-    from lifeguard.plan.scheduler import run_seed
+    from lifeguard.model.seeds import run_seed
 
     base = int(next(line for line in done.stdout.splitlines() if line.startswith("lifeguard ")).rsplit(" ", 1)[1])
     seed = run_seed(base, "sh", "default", 0)
@@ -106,7 +90,7 @@ def test_a_usage_error_after_the_head_start_leaves_nothing(tmp_path: Path, pace:
                    cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--timeout" in done.stderr
-    wait_for(lambda: not carrying(token), "the head-started command to be gone", timeout=pace.deadline(10))
+    wait_for(lambda: not processes_naming(token), "the head-started command to be gone", timeout=pace.deadline(10))
 
 
 def test_lifeguard_killed_while_loading_takes_the_run_with_it(tmp_path: Path, pace: Pace) -> None:
@@ -120,4 +104,4 @@ def test_lifeguard_killed_while_loading_takes_the_run_with_it(tmp_path: Path, pa
     done = finish_cli(proc, timeout=pace.deadline(60))
     assert done.returncode == -9
     assert ready.exists()
-    wait_for(lambda: not carrying(token), "every process of the run to be killed", timeout=pace.deadline(10))
+    wait_for(lambda: not processes_naming(token), "every process of the run to be killed", timeout=pace.deadline(10))

@@ -84,13 +84,15 @@ def test_control_characters_are_shown_not_acted_on() -> None:
     assert visible("caf\u00e9 \u2713") == "caf\u00e9 \u2713"
 
 
-def test_the_head_start_derives_a_runs_seed_as_the_plan_does() -> None:
-    """lifeguard.run.headstart gives the command its seed before the plan exists, without importing random;
-    the plan must find the same seed, or the head start is not used."""
-    from lifeguard.plan.scheduler import run_seed as plan_seed
-    from lifeguard.run.headstart import run_seed as head_seed
+def test_a_runs_seed_is_randoms_string_seeding() -> None:
+    """lifeguard.model.seeds derives a run's seed without importing random (the head start does it before the
+    rest of lifeguard is loaded); it must be what random's own string seeding gives, on every Python."""
+    import random
+
+    from lifeguard.model.seeds import run_seed
 
     for base in (0, 1, 2**32 - 1, 3166219500):
         for name in ("python3", "sh", "a.b-c_d"):
             for index in (0, 7):
-                assert head_seed(base, name, "default", index) == plan_seed(base, name, "default", index)
+                expected = random.Random(f"{base}:{name}:default:{index}").getrandbits(32)
+                assert run_seed(base, name, "default", index) == expected

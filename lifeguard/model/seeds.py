@@ -1,0 +1,24 @@
+"""A run's seed from its session's base seed and its place in the plan.
+
+Standard library C modules only (no ``random``, whose import costs milliseconds): the head start
+(lifeguard.run.headstart) derives the seed of a command it starts before the rest of lifeguard is loaded, and
+the plan (lifeguard.plan.scheduler) derives it again; both call this.
+"""
+
+from __future__ import annotations
+
+
+def run_seed(base_seed: int, scenario: str, variant: str, index: int) -> int:
+    """``random.Random(f"{base_seed}:{scenario}:{variant}:{index}").getrandbits(32)``: string seeding hashes the
+    text with SHA-512 and seeds the generator with the text and its hash read as one integer (seed version 2),
+    the same on every Python version, with no OpenSSL to load."""
+    import _random
+
+    try:
+        from _sha2 import sha512  # Python 3.12 and later
+    except ImportError:
+        from _sha512 import sha512  # Python 3.10 and 3.11
+    text = f"{base_seed}:{scenario}:{variant}:{index}".encode()
+    generator = _random.Random()
+    generator.seed(int.from_bytes(text + sha512(text).digest(), "big"))
+    return int(generator.getrandbits(32))
