@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from lifeguard.errors import ClusterError
 from lifeguard.model.result import RunResult
@@ -29,6 +30,13 @@ RESULT_POLL = 0.25  # how often a submitted run's wait looks at the cancel flag
 # within its deadline + the capture budget; the rest is the cluster's (the run queued behind another on its
 # worker, a lost worker's run run again, a busy scheduler). Past it, the run is lifeguard's own error.
 QUEUE_SLACK = 3600.0
+CANCELLED_RERUNS = 3  # a run the cluster cancelled (its client reconnected to the scheduler) is run again
+
+
+def _cancelled_reason(future: Any) -> str:
+    """Why Dask cancelled a future (its state's exception says; "unknown" when this Dask keeps no reason)."""
+    exception = getattr(getattr(future, "_state", None), "exception", None)
+    return str(getattr(exception, "reason", None) or "unknown")
 
 
 class ClusterExecutor:
@@ -75,28 +83,57 @@ class ClusterExecutor:
                 self._starts.setdefault(key, []).append(worker)
 
     def run(self, spec: RunSpec, *, cancel: threading.Event) -> RunResult:
-        key = f"lifeguard-run-{os.urandom(8).hex()}"
-        future = self.client.submit(remote_run, spec, self.explain, self.capture_hooks, self.cancel_name,
-                                    self.started_name, key, key=key, pure=False)
+        reasons: list[str] = []
+        for _ in range(CANCELLED_RERUNS + 1):
+            key = f"lifeguard-run-{os.urandom(8).hex()}"
+            future = self.client.submit(remote_run, spec, self.explain, self.capture_hooks, self.cancel_name,
+                                        self.started_name, key, key=key, pure=False)
+            try:
+                outcome = self._outcome(future, spec, cancel)
+            finally:
+                self._note_starts()
+            if isinstance(outcome, str):  # the cluster cancelled it (its reason): run it again
+                reasons.append(outcome)
+                with self._lock:
+                    self._starts.pop(key, None)
+                continue
+            result, files, worker = outcome
+            result = self._received(spec, result, files, worker, key)
+            if reasons:
+                note = (f"the cluster cancelled it {len(reasons)} time(s) ({', '.join(sorted(set(reasons)))}): "
+                        "run again")
+                result = replace(result, notes=(*result.notes, note))
+            return result
+        raise ClusterError(f"run {spec.scenario}[{spec.variant}]#{spec.index}: the cluster cancelled it "
+                           f"{len(reasons)} times ({', '.join(sorted(set(reasons)))})")
+
+    def _outcome(self, future: Any, spec: RunSpec,
+                 cancel: threading.Event) -> tuple[RunResult, dict[str, bytes], str] | str:
+        """A submitted run's result, or why the cluster cancelled it.
+
+        The wait looks at the future's own state, not ``future.result(timeout=...)`` in a loop: that call
+        raises ``UnboundLocalError`` instead of the cancellation when the cluster cancels the future (for
+        one, when the client's connection to the scheduler drops: dask/distributed#8514).
+        """
         deadline = time.monotonic() + spec.timeout + QUEUE_SLACK
-        try:
-            while True:
-                if cancel.is_set():
-                    self._cancel_event.set()  # every running task kills its run's tree on its worker
-                    future.cancel()
-                    raise RunInterrupted()
-                try:
-                    outcome: tuple[RunResult, dict[str, bytes], str] = future.result(timeout=RESULT_POLL)
-                    break
-                except TimeoutError:
-                    if time.monotonic() > deadline:
-                        future.cancel()
-                        raise ClusterError(f"run {spec.scenario}[{spec.variant}]#{spec.index} got no result from "
-                                           "the cluster in time") from None
-        finally:
-            self._note_starts()
-        result, files, worker = outcome
-        return self._received(spec, result, files, worker, key)
+        while not future.done():
+            if cancel.wait(RESULT_POLL):
+                self._cancel_event.set()  # every running task kills its run's tree on its worker
+                future.cancel()
+                raise RunInterrupted()
+            if time.monotonic() > deadline:
+                future.cancel()
+                raise ClusterError(f"run {spec.scenario}[{spec.variant}]#{spec.index} got no result from "
+                                   "the cluster in time")
+        if future.cancelled():
+            return _cancelled_reason(future)
+        try:  # done: the result is fetched from its worker (bounded: a worker lost meanwhile recomputes it)
+            outcome: tuple[RunResult, dict[str, bytes], str] = future.result(timeout=spec.timeout + QUEUE_SLACK)
+        except (UnboundLocalError, TimeoutError):
+            if future.cancelled():  # cancelled while its result was fetched
+                return _cancelled_reason(future)
+            raise
+        return outcome
 
     def _received(self, spec: RunSpec, result: RunResult, files: dict[str, bytes], worker: str,
                   key: str) -> RunResult:

@@ -48,6 +48,21 @@ def hangs():
     time.sleep(600)
 """
 
+WAITING_PLAN = """
+import os
+import time
+
+import lifeguard
+
+
+@lifeguard.scenario(expect={{"default": "passed"}}, repeat=1, timeout=300)
+def waits_for_go():
+    with open({waiting!r}, "a") as started:
+        started.write(f"{{os.getpid()}}\\n")
+    while not os.path.exists({go!r}):
+        time.sleep(0.05)
+"""
+
 
 class Cluster:
     def __init__(self, folder: Path) -> None:
@@ -173,6 +188,33 @@ def test_a_lost_worker_loses_no_run(cluster: Cluster, pace: Pace, tmp_path: Path
     # finished there but whose result had not reached the scheduler yet is run again too (Dask recomputes a
     # result lost with its worker): one loss at least, never a run missing or twice in the report.
     assert len(lost) >= 1
+    cluster.wait_for_workers(2)
+
+
+def test_a_run_the_cluster_cancels_is_run_again(cluster: Cluster, pace: Pace, tmp_path: Path) -> None:
+    """Dask cancels a client's futures when it loses the scheduler (or another client forces it): the run is
+    submitted again, not reported as lifeguard's own error (dask/distributed#8514 hid the cancellation)."""
+    from distributed import Client, Future
+
+    waiting, go, plan = tmp_path / "waiting", tmp_path / "go", tmp_path / "plan.py"
+    plan.write_text(WAITING_PLAN.format(waiting=str(waiting), go=str(go)))
+    proc = start_cli("run", f"{plan}::waits_for_go", "--scheduler", cluster.address, "--report",
+                     str(tmp_path / "out"), "--no-native")
+    try:
+        wait_for(waiting.exists, "the run to start on a worker", timeout=START_TIMEOUT)
+        with Client(cluster.address, timeout=START_TIMEOUT) as other:
+            keys = [key for keys in other.processing().values() for key in keys
+                    if str(key).startswith("lifeguard-run-")]
+            assert len(keys) == 1, keys
+            other.cancel([Future(keys[0], client=other)], force=True, reason="cancelled-by-the-test")
+        wait_for(lambda: len(waiting.read_text().split()) == 2, "the run to start again", timeout=START_TIMEOUT)
+    finally:
+        go.write_text("go")
+        done = finish_cli(proc)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run,) = load_report(tmp_path / "out")["runs"]
+    assert run["outcome"] == "passed"
+    assert "the cluster cancelled it 1 time(s) (cancelled-by-the-test): run again" in run["notes"], run["notes"]
     cluster.wait_for_workers(2)
 
 
