@@ -132,6 +132,7 @@ def test_pytest_shards_of_a_repeat_campaign_merge_into_its_whole(tmp_path: Path)
                                "--lifeguard-repeat", "5", f"--lifeguard-shard={number}/2",
                                f"--lifeguard-report={report}", "test_campaign.py"],
                               cwd=tmp_path, capture_output=True, text=True, timeout=CLI_TIMEOUT, check=False)
+        assert (report / "report.json").exists(), proc.stdout + proc.stderr
         assert load_report(report)["shard"] == f"{number}/2", proc.stdout + proc.stderr
         reports.append(report)
     indices = [{(r["scenario"], r["index"]) for r in load_report(report)["runs"]} for report in reports]
