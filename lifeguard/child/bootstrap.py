@@ -17,6 +17,7 @@ Imports stay minimal: every millisecond here is paid by every run.
 
 from __future__ import annotations
 
+import _thread
 import faulthandler
 import os
 import sys
@@ -111,20 +112,28 @@ def _at_exit() -> None:
     emit(protocol.ATEXIT_DONE, extensions=sorted(extensions)[:MAX_EXTENSIONS])
 
 
+def _main_thread() -> int:
+    """The main thread's ident, without importing threading (called on the main thread at start-up)."""
+    threading = sys.modules.get("threading")
+    main = getattr(threading, "main_thread", None)
+    ident = main().ident if main is not None else None
+    return ident if ident is not None else _thread.get_ident()
+
+
 def _install_gc_watch() -> None:
     import gc
-    import threading
 
-    main_ident = threading.main_thread().ident
+    main_ident = _main_thread()
     seen = [0]
 
     def on_gc(phase: str, info: dict[str, Any]) -> None:
         if phase != "start" or seen[0] >= MAX_FOREIGN_GC_EVENTS:
             return
-        ident = threading.get_ident()
+        ident = _thread.get_ident()
         if ident != main_ident:
             seen[0] += 1
-            name = threading.current_thread().name
+            current = getattr(sys.modules.get("threading"), "current_thread", None)  # a Thread has threading
+            name = current().name if current is not None else f"thread {ident}"
             emit(protocol.GC_FOREIGN_THREAD, thread=ident, thread_name=name, generation=info.get("generation"))
 
     gc.callbacks.append(on_gc)
@@ -225,10 +234,9 @@ def run(spec: dict[str, Any]) -> None:
 
 def attach(spec: dict[str, Any]) -> None:
     """A Python process of a plain run that lifeguard did not start (a command's Python, a program's
-    Python subprocess): the same evidence machinery, from its first line (sitecustomize) to its exit."""
-    import threading
-
-    emit(protocol.ATTACHED, python=list(sys.version_info[:3]), main_thread=threading.get_ident(),
+    Python subprocess): the same evidence machinery, from its first line (sitecustomize) to its exit.
+    ``threading`` is not imported for it (milliseconds of every attached process's start-up)."""
+    emit(protocol.ATTACHED, python=list(sys.version_info[:3]), main_thread=_thread.get_ident(),
          executable=sys.executable, argv=list(getattr(sys, "orig_argv", sys.argv)))
     install_evidence(spec["run_dir"], spec["dump_signal"], spec.get("seed", 0), spec.get("perturbations") or [])
     cores.at_finalization(spec["run_dir"], cores=bool(spec.get("cores")), body_end=True)

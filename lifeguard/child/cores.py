@@ -9,16 +9,15 @@ limit of 0) until finalization starts, then move into the run folder and turn th
 (an atexit callback, ``Py_Finalize``, a C++ static destructor) leaves its core there; a crash before that
 leaves none, and the run's notes say so.
 
-Finalization is caught where CPython starts it: ``Py_FinalizeEx`` first calls ``threading._shutdown``,
+Finalization is caught where CPython starts it (lifeguard.child.finalization): ``threading._shutdown``,
 which joins the program's non-daemon threads; the hook runs after that join, before the atexit callbacks.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 
-from lifeguard.child import emit, protocol
+from lifeguard.child import emit, finalization, protocol
 
 
 def core_pattern_is_local(pattern: str) -> bool:
@@ -73,23 +72,15 @@ def cores_in_run_folder(run_dir: str) -> None:
 
 def at_finalization(run_dir: str, *, cores: bool, body_end: bool) -> None:
     """Run ``cores_in_run_folder`` (when ``cores``) and emit ``body-end`` (when ``body_end``: a process
-    whose main code lifeguard did not run itself) as the interpreter starts finalizing."""
-    threading = sys.modules.get("threading")
-    shutdown = getattr(threading, "_shutdown", None)
-    if threading is None or shutdown is None:
-        if cores:  # no way to see finalization start: the last atexit callback is the next best moment
-            import atexit
+    whose main code lifeguard did not run itself) as the interpreter starts finalizing (the program's
+    non-daemon threads joined first: they may still use relative paths)."""
 
-            atexit.register(cores_in_run_folder, run_dir)
-        return
-
-    def finalizing() -> None:
+    def begin() -> None:
         if body_end:
             emit(protocol.BODY_END)
-        try:
-            shutdown()  # joins the program's non-daemon threads, which may still use relative paths
-        finally:
-            if cores:  # a forked child that finalizes (instead of os._exit) gets here too: its core as well
-                cores_in_run_folder(run_dir)
 
-    threading._shutdown = finalizing  # type: ignore[attr-defined]
+    def after_join() -> None:
+        if cores:  # a forked child that finalizes (instead of os._exit) gets here too: its core as well
+            cores_in_run_folder(run_dir)
+
+    finalization.on_start(begin, after_join)

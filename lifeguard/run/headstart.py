@@ -222,8 +222,8 @@ def _environment(head: HeadStart) -> dict[str, str]:
 
 
 def _dump_signal() -> int:
-    import signal
+    import _signal  # signal.py itself imports enum: milliseconds before the run's process could start
 
-    return int(signal.SIGUSR2)  # lifeguard.run.launch.DUMP_SIGNAL
+    return int(_signal.SIGUSR2)  # lifeguard.run.launch.DUMP_SIGNAL
 
 

@@ -141,7 +141,7 @@ def _become_run(head: HeadStart, parent: int, go: int, resource: Any) -> None:
     restore_signals=True) does, then exec once the watchdog has been told of the run (``go`` gives a byte;
     end of file: the supervisor died first)."""
     try:
-        import signal  # built in: no file to load
+        import _signal as signal  # built in, without signal.py's enums (milliseconds before the exec)
 
         os.setsid()
         if os.read(go, 1) != b"g" or os.getppid() != parent:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -187,6 +188,71 @@ def test_cores_land_in_the_run_folder_never_in_the_users(tmp_path: Path) -> None
     frames = [f["function"] or "" for p in crashed for t in p["threads"] for f in t["frames"]]
     assert any("strlen" in name for name in frames), frames
     assert any(e["event"] == "cores-on" and e["cwd"] == str(tmp_path / "elsewhere") for e in run["events"])
+
+
+COMMAND_WITHOUT_THREADING = """
+import atexit, ctypes, os, sys
+with open("threading.txt", "w") as out:
+    out.write(str("threading" in sys.modules))  # the attach hook did not import it
+
+
+@atexit.register  # as a decorator: register gives the function back
+def first_registered():
+    with open("order.txt", "a") as out:
+        out.write("first ")
+
+
+os.mkdir("elsewhere")
+os.chdir("elsewhere")
+atexit.register(ctypes.string_at, 0)   # runs before first_registered: SIGSEGV in strlen
+"""
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An interpreter without this machine's site-packages, whose .pth files may import threading themselves."""
+    venv = tmp_path_factory.mktemp("venv")
+    subprocess.run([real_python(), "-m", "venv", "--without-pip", "--clear", str(venv)], check=True, timeout=120)
+    return str(venv / "bin" / "python")
+
+
+def test_a_command_without_threading_is_still_seen_finalizing(tmp_path: Path, bare_python: str) -> None:
+    """A command's Python is attached without importing threading for it (milliseconds of its start-up);
+    the start of its finalization is then its first atexit callback, before any of the program's own."""
+    (tmp_path / "tool.py").write_text(COMMAND_WITHOUT_THREADING)
+    report = tmp_path / "r"
+    proc = _under_unlimited_cores("run", "--keep-cores", "--report", str(report), "--", bare_python, "tool.py",
+                                  cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert (tmp_path / "threading.txt").read_text() == "False"
+    run = load_report(report)["runs"][0]
+    assert (run["outcome"], run["phase"]) == ("crashed", "exit"), run["reason"]
+    kinds = [e["event"] for e in run["events"]]
+    assert kinds.index("body-end") < kinds.index("cores-on"), kinds
+    assert not (tmp_path / "order.txt").exists()  # the crash came first, in the callback registered last
+    assert [p for p in cores_in(tmp_path) if report not in p.parents] == []
+    assert cores_in(Path(run["run_dir"])), "the exit crash left no core in its run folder"
+
+
+THREAD_IMPORTED_LATER = """
+import sys, time
+assert "threading" not in sys.modules
+import threading  # after the attach hook: its finder wraps threading._shutdown as the module loads
+threading.Thread(target=time.sleep, args=(600,), name="never-joined").start()
+"""
+
+
+def test_threading_imported_by_the_program_still_shows_its_exit_wait(tmp_path: Path, bare_python: str,
+                                                                       pace: Pace) -> None:
+    (tmp_path / "tool.py").write_text(THREAD_IMPORTED_LATER)
+    report = tmp_path / "r"
+    proc = run_cli("run", "--no-native", "--timeout", str(pace.deadline(3)), "--report", str(report), "--",
+                   bare_python, "tool.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    run = load_report(report)["runs"][0]
+    assert (run["outcome"], run["phase"]) == ("hung", "exit"), run["reason"]
+    assert any(e["event"] == "body-end" for e in run["events"])
+    assert_gone(run)
 
 
 def test_a_crash_before_exit_in_the_users_folder_leaves_no_core(tmp_path: Path) -> None:
