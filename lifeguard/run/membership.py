@@ -175,12 +175,18 @@ class SubreaperMembership:
         """The main process is gone and no child of ours could be the run's: then nothing is. We are the
         subreaper, so once the main process has exited every live member is a child of ours or below one,
         and a child of ours that started before the run is not the run's (see _belongs). A look at our own
-        children instead of every process of the machine: what a short run's end costs."""
-        if not self.root or read_proc(self.root) is not None:
+        children instead of every process of the machine: what a short run's end costs. A main process that
+        is a zombie not reaped yet is gone too (its children were handed to us as it exited): the first look
+        after a run's end comes before its reaping."""
+        if not self.root:
+            return False
+        root = read_proc(self.root)
+        exited = root is not None and root.state == "Z" and root.start == self.root_start
+        if root is not None and not exited:
             return False
         helpers = self.helpers()
         for pid in children_of(me):
-            if pid in helpers:
+            if pid in helpers or (exited and pid == self.root):
                 continue  # the watchdog: started with a head-started run, maybe in the same clock tick
             info = read_proc(pid)
             if info is not None and (pid in self.seen or info.start >= self.root_start):

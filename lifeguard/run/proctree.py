@@ -97,6 +97,8 @@ def children_of(pid: int) -> list[int]:
             with open(f"/proc/{pid}/task/{tid}/children") as f:
                 found.extend(int(p) for p in f.read().split())
         except FileNotFoundError:
+            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
+                continue  # a thread that ended between the two looks (not a kernel without the file)
             return [info.pid for info in all_processes().values() if info.ppid == pid]
         except OSError:
             continue
