@@ -7,7 +7,7 @@ there would cost every attached process milliseconds) has no thread to join at e
 ``threading`` later, so it is caught twice:
 
 - when ``threading`` is first imported, a finder at the head of ``sys.meta_path`` lets the real finder find
-  it and wraps ``_shutdown`` once the module has run (then leaves ``sys.meta_path``);
+  it and wraps ``_shutdown`` once the module has run (then it leaves ``sys.meta_path``);
 - until then, the moment is the first atexit callback: one registered here and kept the most recent
   (``atexit.register`` registers it again after each of the program's callbacks, until ``threading`` comes).
 
@@ -68,8 +68,9 @@ class _ThreadingImport:
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name != "threading":
             return None
-        self.leave()
         for finder in list(sys.meta_path):
+            if finder is self:
+                continue
             find = getattr(finder, "find_spec", None)
             spec = find(name, path, target) if find is not None else None
             if spec is not None:
@@ -83,6 +84,7 @@ class _ThreadingImport:
 
         def exec_then_hook(module: Any) -> None:
             exec_module(module)
+            self.leave()  # only now: a find_spec alone (importlib.util.find_spec) loads nothing
             self.loaded(module)
 
         loader.exec_module = exec_then_hook  # this spec's own loader object
