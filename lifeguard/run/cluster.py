@@ -84,12 +84,16 @@ class ClusterExecutor:
 
     def run(self, spec: RunSpec, *, cancel: threading.Event) -> RunResult:
         reasons: list[str] = []
-        for _ in range(CANCELLED_RERUNS + 1):
+        for attempt in range(CANCELLED_RERUNS + 1):
+            # Dask does not stop a cancelled task that is under way: a run again gets a folder of its own, so
+            # the two never write into one folder (on a filesystem the workers share).
+            this = spec if not attempt else replace(spec, run_dir=spec.run_dir.with_name(
+                f"{spec.run_dir.name}-again-{attempt}"))
             key = f"lifeguard-run-{os.urandom(8).hex()}"
-            future = self.client.submit(remote_run, spec, self.explain, self.capture_hooks, self.cancel_name,
+            future = self.client.submit(remote_run, this, self.explain, self.capture_hooks, self.cancel_name,
                                         self.started_name, key, key=key, pure=False)
             try:
-                outcome = self._outcome(future, spec, cancel)
+                outcome = self._outcome(future, this, cancel)
             finally:
                 self._note_starts()
             if isinstance(outcome, str):  # the cluster cancelled it (its reason): run it again
@@ -98,7 +102,7 @@ class ClusterExecutor:
                     self._starts.pop(key, None)
                 continue
             result, files, worker = outcome
-            result = self._received(spec, result, files, worker, key)
+            result = self._received(this, result, files, worker, key)
             if reasons:
                 note = (f"the cluster cancelled it {len(reasons)} time(s) ({', '.join(sorted(set(reasons)))}): "
                         "run again")

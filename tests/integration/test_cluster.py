@@ -215,6 +215,7 @@ def test_a_run_the_cluster_cancels_is_run_again(cluster: Cluster, pace: Pace, tm
     (run,) = load_report(tmp_path / "out")["runs"]
     assert run["outcome"] == "passed"
     assert "the cluster cancelled it 1 time(s) (cancelled-by-the-test): run again" in run["notes"], run["notes"]
+    assert run["run_dir"].endswith("-again-1")  # the cancelled task, still under way, keeps the first folder
     cluster.wait_for_workers(2)
 
 
