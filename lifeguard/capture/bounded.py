@@ -19,11 +19,12 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO
+from typing import IO, Any
 
 from lifeguard.capture.procstate import STOPPED_STATES, process_state
 
 RESUME_ATTEMPTS = 3
+KILLED_REAP = 5.0  # start_tool: a killed tool's exit is waited for this long at most
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,12 +54,11 @@ def run_bounded(
     started = time.monotonic()
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         try:
-            process = subprocess.Popen(
+            process = start_tool(
                 list(argv),
                 stdin=subprocess.DEVNULL,
                 stdout=stdout,
                 stderr=stderr,
-                start_new_session=True,
                 env=dict(env) if env is not None else None,
                 cwd=cwd,
             )
@@ -84,6 +84,35 @@ def run_bounded(
             returncode=process.returncode,
             duration=time.monotonic() - started,
         )
+
+
+def start_tool(argv: list[str], **popen: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(argv, start_new_session=True, **popen)`` that leaves nothing behind when interrupted: a
+    Ctrl-C that lands while Popen is still finishing, after its fork (on a loaded machine, while the tool already
+    runs), would leave a tool in a session of its own with no Popen object to end it. The object is made first,
+    so its pid is known whatever ``__init__`` raises."""
+    process: subprocess.Popen[bytes] = subprocess.Popen.__new__(subprocess.Popen)
+    try:
+        process.__init__(argv, start_new_session=True, **popen)  # type: ignore[misc]
+    except BaseException:
+        pid = getattr(process, "pid", None)
+        if pid and getattr(process, "_child_created", False):
+            kill_group(pid)
+            _reap_killed(pid)
+        raise
+    return process
+
+
+def _reap_killed(pid: int) -> None:
+    """Collect a killed child's exit status, waiting at most KILLED_REAP seconds (its exit takes moments)."""
+    deadline = time.monotonic() + KILLED_REAP
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:
+            return
+        time.sleep(0.005)
 
 
 def _wait(process: subprocess.Popen[bytes], timeout: float) -> None:

@@ -10,14 +10,13 @@ file read up to a bound, so nothing it does can hang or flood lifeguard.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lifeguard.capture.bounded import kill_group, start_tool
 from lifeguard.child import survey_inventory
 from lifeguard.errors import SurveyError
 from lifeguard.interpreter import Interpreter
@@ -46,13 +45,12 @@ def read_inventory(interpreter: Interpreter, names: list[str], timeout: float = 
     with tempfile.TemporaryDirectory(prefix="lifeguard-inventory-") as folder:
         out_path, err_path = Path(folder, "out.json"), Path(folder, "err.txt")
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = subprocess.Popen([interpreter.executable, "-c", _RUN.format(path=script), *names],
-                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=folder,
-                                    start_new_session=True)
+            proc = start_tool([interpreter.executable, "-c", _RUN.format(path=script), *names],
+                              stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=folder)
             try:
                 status: int | None = proc.wait(timeout)
             except BaseException as exc:  # the deadline, or Ctrl-C: the script goes too
-                _kill_group(proc.pid)  # while unreaped, its pid (the group's id) cannot be reused
+                kill_group(proc.pid)  # while unreaped, its pid (the group's id) cannot be reused
                 proc.wait()  # SIGKILLed: it goes at once
                 if not isinstance(exc, subprocess.TimeoutExpired):
                     raise
@@ -69,14 +67,6 @@ def read_inventory(interpreter: Interpreter, names: list[str], timeout: float = 
             raise SurveyError(f"the inventory of {interpreter.executable} gave no JSON: {exc}") from None
     return Inventory(python=str(data["python"]), distributions=tuple(data["distributions"]),
                      missing=tuple(data["missing"]), hooks=tuple(data["hooks"]))
-
-
-def _kill_group(pid: int) -> None:
-    """The script's session, whole (it starts nothing, but whatever it imported at start-up might)."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def requirement_names(text: str, source: str) -> list[str]:

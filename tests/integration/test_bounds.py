@@ -9,9 +9,13 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from lifeguard.capture.bounded import run_bounded
 from lifeguard.run.supervise import CAPTURE_BUDGET, DEFAULT_OUTPUT_CAP
-from tests.helpers import ROOT, Pace, load_report, pid_alive, real_python, run_cli
+from tests.helpers import ROOT, Pace, load_report, pid_alive, real_python, run_cli, wait_for
 
 TWO_GB = 2 * 1024 ** 3
 MARKER = "bytes of output dropped here]"
@@ -91,6 +95,29 @@ time.sleep(1000)
     assert run["duration"] <= timeout + CAPTURE_BUDGET, run["duration"]
     # The whole command: the run, plus lifeguard's own start-up and the diagnosis of the evidence.
     assert took <= timeout + CAPTURE_BUDGET + 10 * pace.startup + 15, took
+
+
+def test_an_interrupt_inside_popen_after_its_fork_leaves_no_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 pace: Pace) -> None:
+    """A Ctrl-C that lands while Popen is still finishing (its child already started: on a loaded machine the
+    tool may even have run its first line) is raised inside Popen.__init__, which returns no object to end the
+    tool with. The moment cannot be hit on purpose with a real signal, so Popen's child start is wrapped here
+    to raise KeyboardInterrupt right after the real fork and exec; the tool is a real process."""
+    pid_file = tmp_path / "tool.pid"
+    real_start = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def start_then_interrupt(self: subprocess.Popen[bytes], *args: Any, **kwargs: Any) -> None:
+        real_start(self, *args, **kwargs)
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() != "", "the tool's first line",
+                 timeout=pace.deadline(30))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", start_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        run_bounded(["sh", "-c", f"echo $$ > {pid_file}; exec sleep {pace.deadline(60):g}"], pace.deadline(60))
+    tool = int(pid_file.read_text())
+    assert not pid_alive(tool)
+    assert not Path(f"/proc/{tool}").exists()  # reaped too, not left a zombie
 
 
 def test_ctrl_c_during_a_bounded_tool_run_kills_the_tool(tmp_path: Path, pace: Pace) -> None:
