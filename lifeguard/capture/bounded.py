@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 from lifeguard.capture.procstate import STOPPED_STATES, process_state
+from lifeguard.run.reap import reap_within
 
 RESUME_ATTEMPTS = 3
 KILLED_REAP = 5.0  # start_tool: a killed tool's exit is waited for this long at most
@@ -98,21 +99,9 @@ def start_tool(argv: list[str], **popen: Any) -> subprocess.Popen[bytes]:
         pid = getattr(process, "pid", None)
         if pid and getattr(process, "_child_created", False):
             kill_group(pid)
-            _reap_killed(pid)
+            reap_within(pid, KILLED_REAP)
         raise
     return process
-
-
-def _reap_killed(pid: int) -> None:
-    """Collect a killed child's exit status, waiting at most KILLED_REAP seconds (its exit takes moments)."""
-    deadline = time.monotonic() + KILLED_REAP
-    while time.monotonic() < deadline:
-        try:
-            if os.waitpid(pid, os.WNOHANG)[0]:
-                return
-        except ChildProcessError:
-            return
-        time.sleep(0.005)
 
 
 def _wait(process: subprocess.Popen[bytes], timeout: float) -> None:

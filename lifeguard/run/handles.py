@@ -11,29 +11,42 @@ import time
 REAP_POLL = 0.01  # reap() after a kill: how often to look (the kill settles in milliseconds)
 
 
-class PopenHandle:
-    """A fresh child started with Popen, waited on through a pidfd (no polling latency)."""
+class _PidfdWait:
+    """A child's pidfd, to sleep until its exit or a timeout (old kernels without pidfds: short sleeps)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.proc = proc
-        self.pid = proc.pid
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
         try:
-            self._pidfd: int | None = os.pidfd_open(proc.pid)
+            self._pidfd: int | None = os.pidfd_open(pid)
         except (AttributeError, OSError):
-            self._pidfd = None  # old kernel: fall back to short sleeps
+            self._pidfd = None
 
-    def wait_step(self, timeout: float) -> bool:
-        if self.proc.poll() is not None:
-            self._close()
-            return True
+    def _sleep(self, timeout: float) -> None:
         if self._pidfd is not None:
             select.select([self._pidfd], [], [], timeout)
         else:
             time.sleep(min(timeout, 0.005))
-        if self.proc.poll() is not None:
-            self._close()
-            return True
-        return False
+
+    def _close(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+class PopenHandle(_PidfdWait):
+    """A fresh child started with Popen, waited on through a pidfd (no polling latency)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        super().__init__(proc.pid)
+        self.proc = proc
+
+    def wait_step(self, timeout: float) -> bool:
+        if self.proc.poll() is None:
+            self._sleep(timeout)
+            if self.proc.poll() is None:
+                return False
+        self._close()
+        return True
 
     @property
     def returncode(self) -> int | None:
@@ -46,22 +59,13 @@ class PopenHandle:
             pass  # unkillable (D state): reported by the leak checks
         self._close()
 
-    def _close(self) -> None:
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
 
-
-class ForkedChild:
+class ForkedChild(_PidfdWait):
     """A child forked by this process, waited on through a pidfd (no polling latency)."""
 
     def __init__(self, pid: int) -> None:
-        self.pid = pid
+        super().__init__(pid)
         self._returncode: int | None = None
-        try:
-            self._pidfd: int | None = os.pidfd_open(pid)
-        except (AttributeError, OSError):
-            self._pidfd = None
 
     def _poll(self) -> bool:
         if self._returncode is None:
@@ -78,10 +82,7 @@ class ForkedChild:
     def wait_step(self, timeout: float) -> bool:
         if self._poll():
             return True
-        if self._pidfd is not None:
-            select.select([self._pidfd], [], [], timeout)
-        else:
-            time.sleep(min(timeout, REAP_POLL))
+        self._sleep(timeout)
         return self._poll()
 
     @property
@@ -94,8 +95,3 @@ class ForkedChild:
             if time.monotonic() >= deadline:
                 return  # unkillable (D state): reported by the leak checks
         self._close()
-
-    def _close(self) -> None:
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None

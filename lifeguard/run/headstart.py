@@ -18,7 +18,8 @@ session's cgroup existed.
 Anything unusual on the way (an option the head start does not know, a command it cannot find, a cache
 that cannot be written) means no head start, never an error: the normal start then says what is wrong.
 
-Standard library (os, sys, ctypes, _random, signal, resource) and lifeguard.child/cache modules only.
+Standard library (os, sys, ctypes, _random, _signal, resource) and a few small lifeguard modules only (child,
+cache, model.seeds, run.childpath, run.headstart_process, run.reap).
 """
 
 from __future__ import annotations

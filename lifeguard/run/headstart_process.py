@@ -1,7 +1,7 @@
 """The processes of a head start (lifeguard.run.headstart): the run's, forked and exec'd as Popen would start it,
 and the watchdog's, forked beside it; and how both are ended when the head start is not used.
 
-Standard library and lifeguard.child modules only, like lifeguard.run.headstart.
+Standard library, lifeguard.child modules and lifeguard.run.reap only, like lifeguard.run.headstart.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from lifeguard.child import protocol
+from lifeguard.run.reap import reap_within
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -202,29 +203,15 @@ def end(head: HeadStart, *, keep_folder: bool = False) -> None:
                 kill(head.pid, signal.SIGKILL)
             except OSError:
                 pass
-        _reap(head.pid)
+        reap_within(head.pid, REAP_TIMEOUT)
         head.pid = 0
     head.close_files()
     if head.watchdog is not None:
         pid, fd = head.watchdog
         head.watchdog = None
         os.close(fd)  # end of file: the watchdog kills what is left of the run, and exits
-        _reap(pid)
+        reap_within(pid, REAP_TIMEOUT)
     if not keep_folder:
         import shutil
 
         shutil.rmtree(head.runs_dir, ignore_errors=True)
-
-
-def _reap(pid: int) -> None:
-    """Collect the exit status of our child ``pid``, waiting at most REAP_TIMEOUT (it was killed, or told to go)."""
-    import time
-
-    deadline = time.monotonic() + REAP_TIMEOUT
-    while time.monotonic() < deadline:
-        try:
-            if os.waitpid(pid, os.WNOHANG)[0]:
-                return
-        except ChildProcessError:
-            return
-        time.sleep(0.005)
