@@ -33,21 +33,77 @@ if TYPE_CHECKING:
 
 # Exit code of a child that could not become the run's process (its cgroup refused it): never a test's.
 SETUP_FAILED = 70
-# Modules every interpreter needs to finalize itself; never taken out of sys.modules.
+# Modules every interpreter needs to finalize itself, and resource, which the cores step imports as
+# finalization starts (taken out, it would be imported again from disk by every forked test); never taken out
+# of sys.modules.
 ALWAYS_KEPT = frozenset({"sys", "builtins", "__main__", "_thread", "threading", "atexit", "_io", "io", "abc",
                          "_abc", "codecs", "_codecs", "encodings", "_signal", "signal", "faulthandler", "gc",
-                         "_weakref", "weakref", "_warnings", "warnings", "posix", "os", "time", "ctypes",
+                         "resource", "_weakref", "weakref", "_warnings", "warnings", "posix", "os", "time", "ctypes",
                          "_ctypes", "marshal", "zipimport", "_frozen_importlib", "_frozen_importlib_external",
                          "_imp"})
 
 _harness: list[tuple[str, ...]] = []
 _dropped: list[object] = []  # the harness's modules, kept alive in the child: never freed, never finalized
+# Every atexit callback registered in the pytest process since the session began: (function, args, kwargs).
+_registered: list[tuple[Callable[..., object], tuple[Any, ...], dict[str, Any]]] = []
 
 
-def snapshot_harness_modules() -> None:
-    """Called in the pytest process before collection: the modules loaded now belong to the harness."""
+def snapshot_harness() -> None:
+    """Called in the pytest process before collection: the modules loaded now belong to the harness, and
+    the atexit callbacks registered from now on are recorded (see _atexit_as_a_test_process)."""
     _harness[:] = [tuple(name for name in sys.modules
                          if name not in ALWAYS_KEPT and name.partition(".")[0] not in ALWAYS_KEPT)]
+    _record_atexit()
+
+
+def _record_atexit() -> None:
+    import atexit
+
+    if getattr(atexit.register, "_lifeguard_recording", False):  # a second session in this process
+        return
+    register, unregister = atexit.register, atexit.unregister
+
+    def recording_register(func: Callable[..., object], /, *args: Any, **kwargs: Any) -> Callable[..., object]:
+        _registered.append((func, args, kwargs))
+        return register(func, *args, **kwargs)
+
+    def recording_unregister(func: Callable[..., object], /) -> None:
+        _registered[:] = [entry for entry in _registered if entry[0] != func]
+        unregister(func)
+
+    recording_register.__doc__, recording_unregister.__doc__ = register.__doc__, unregister.__doc__
+    recording_register._lifeguard_recording = True  # type: ignore[attr-defined]
+    atexit.register, atexit.unregister = recording_register, recording_unregister  # type: ignore[assignment]
+
+
+def _owner(func: object) -> str:
+    """The top-level package of the module that defined a callback (a partial's function's)."""
+    while hasattr(func, "func"):  # functools.partial
+        func = func.func
+    module = getattr(func, "__module__", None)
+    return module.partition(".")[0] if isinstance(module, str) else ""
+
+
+def _atexit_as_a_test_process(unregister: Callable[[Callable[..., object]], None],
+                              register: Callable[..., object]) -> None:
+    """In the child, after lifeguard's own last callback is registered: the atexit callbacks the session
+    registered are the test process's as a process running the tests alone would have them. Those of the
+    harness's third-party packages (pytest's cleanup of its temporary folders, which would run in every
+    forked test and race the session; its plugins'; lifeguard's engine's) are dropped; the rest (the test
+    modules', the extensions under test's, the standard library's) are registered again after lifeguard's,
+    so they run before it, as they would in that process, and a crash in one is seen inside the atexit
+    phase. Callbacks registered before the session began are the harness's and stay as they were."""
+    if not _registered or not _harness:
+        return
+    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    harness = {name.partition(".")[0] for name in _harness[0]} - stdlib - {"__main__"}
+    entries = list(_registered)
+    for func, _, _ in entries:
+        unregister(func)
+    _registered.clear()
+    for func, args, kwargs in entries:
+        if _owner(func) not in harness:
+            register(func, *args, **kwargs)
 
 
 def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: dict[str, Any],
@@ -80,7 +136,10 @@ def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: 
         run_dir = str(spec["run_dir"])
         bootstrap.install_evidence(run_dir, spec["dump_signal"], spec.get("seed") or 0,
                                    list(spec.get("perturbations") or []))
+        import atexit
         import threading
+
+        _atexit_as_a_test_process(atexit.unregister, atexit.register)
 
         emit(protocol.STARTED, python=list(sys.version_info[:3]), main_thread=threading.get_ident())
         # The test works in pytest's folder: no core may land there until finalization moves it to the run's.

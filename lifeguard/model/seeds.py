@@ -1,4 +1,4 @@
-"""A run's seed from its session's base seed and its place in the plan.
+"""A run's seed from its session's base seed and its place in the plan; short digests of text.
 
 Standard library C modules only (no ``random``, whose import costs milliseconds): the head start
 (lifeguard.run.headstart) derives the seed of a command it starts before the rest of lifeguard is loaded, and
@@ -6,6 +6,17 @@ the plan (lifeguard.plan.scheduler) derives it again; both call this.
 """
 
 from __future__ import annotations
+
+
+def text_digest(text: str, length: int) -> str:
+    """The first ``length`` hex digits of the text's SHA-256, as ``hashlib.sha256`` gives them, without
+    ``hashlib``: its import loads OpenSSL, whose exit handler then runs in every test forked from a pytest
+    process that imported it (``OPENSSL_cleanup``: about 2 ms of each forked test's exit)."""
+    try:
+        from _sha2 import sha256  # Python 3.12 and later
+    except ImportError:
+        from _sha256 import sha256  # Python 3.10 and 3.11
+    return str(sha256(text.encode()).hexdigest()[:length])
 
 
 def run_seed(base_seed: int, scenario: str, variant: str, index: int) -> int:

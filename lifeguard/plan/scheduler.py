@@ -25,7 +25,7 @@ from lifeguard.model.outcomes import Outcome, Phase, Verdict
 from lifeguard.model.result import RunResult
 from lifeguard.model.run import BacktraceMethod, RunKind, RunSpec, StartMode
 from lifeguard.model.scenario import Scenario, evidence_name
-from lifeguard.model.seeds import run_seed
+from lifeguard.model.seeds import run_seed, text_digest
 from lifeguard.plan.perturbations import START_PERTURBATIONS, check_perturbations, supervisor_side
 
 # With --until-fail and neither --repeat nor --duration, a series stops here.
@@ -57,13 +57,12 @@ class PlanOptions:
 def plan_fingerprint(series: Sequence[tuple[Scenario, str, int]], options: PlanOptions) -> str:
     """What shards of one plan share: its series (name, variant, runs, expectation as declared), and the
     options that change what a run does. ``lifeguard merge`` refuses shards whose fingerprints differ."""
-    import hashlib
 
     parts = [f"{item.name}\0{variant}\0{cap}\0{item.expect.get(variant)!r}\0{item.timeout}" for item, variant, cap
              in series]
     parts.append(repr((options.timeout, options.perturbations, options.mode, options.until_fail, options.duration,
                        options.seed)))
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    return text_digest("\n".join(parts), 16)
 
 
 def shard_base_seed(fingerprint: str) -> int:

@@ -79,12 +79,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.guard_all:
         import resource  # noqa: F401  (a forked test's cores step needs it: imported once, here)
 
-        from lifeguard.child.forked_test import snapshot_harness_modules
+        from lifeguard.child.forked_test import snapshot_harness
         from lifeguard.pytest_plugin.guard import note_harness_threads  # the engine, before the snapshot
 
         # Before collection: what is loaded and running now is the harness's (pytest, its plugins, lifeguard's
         # engine); what the test modules import and start later is theirs, finalized in each forked test.
-        snapshot_harness_modules()
+        snapshot_harness()
         note_harness_threads()
 
 
@@ -118,14 +118,14 @@ def record_of(config: pytest.Config) -> SessionRecord:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The session's plan, for `lifeguard merge` of --lifeguard-shard sessions: the collected tests and the
     settings that decide their runs (each shard collects the same tests)."""
-    import hashlib
+    from lifeguard.model.seeds import text_digest
 
     settings = session.config.stash.get(SETTINGS_KEY, None)
     if settings is None or (settings.shard is None and settings.report_dir is None):
         return
     text = "\n".join(sorted(item.nodeid for item in session.items))
     text += repr((settings.repeat, settings.timeout, settings.mode, settings.guard_all))
-    session.config.stash[PLAN_KEY] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    session.config.stash[PLAN_KEY] = text_digest(text, 16)
 
 
 def _opted_out(item: pytest.Item) -> bool:

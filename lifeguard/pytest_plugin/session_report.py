@@ -9,7 +9,6 @@ a reader finds a test's evidence without the report.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
@@ -20,6 +19,7 @@ from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome, Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, Session, series_label
 from lifeguard.model.scenario import Scenario
+from lifeguard.model.seeds import text_digest
 from lifeguard.model.tally import SeriesTally
 from lifeguard.report.sinks import sinks_for
 from lifeguard.run.engine import Sink, count_run
@@ -41,7 +41,7 @@ def test_folder(nodeid: str) -> Path:
     for part in parts:
         safe = _UNSAFE.sub("_", part)[:PART_LIMIT]
         if safe != part:
-            safe += "-" + hashlib.sha256(part.encode()).hexdigest()[:8]
+            safe += "-" + text_digest(part, 8)
         named.append(safe)
     return Path(*named) if named else Path("_")
 

@@ -114,6 +114,77 @@ def test_opt_out_and_markers_keep_their_own_settings(plugin_env: pytest.Pytester
     plain.assert_outcomes(passed=1, failed=1)
 
 
+ATEXIT_TESTS = """
+import atexit
+import ctypes
+import os
+from pathlib import Path
+
+LOG = Path({log!r})
+PYTEST_PID = os.getpid()
+
+
+def log(who):
+    with LOG.open("a") as f:
+        f.write(f"{{who}} {{os.getpid()}}\\n")
+
+
+log("imported")
+
+
+@atexit.register  # at import, in the pytest process: the module's own exit work, for every process running it
+def close_module():
+    log("module")
+    if os.environ.get("CRASH_AT_EXIT") and os.getpid() != PYTEST_PID:
+        ctypes.string_at(0)  # a native crash inside the atexit callback
+
+
+def test_one():
+    pass
+
+
+def test_two():
+    pass
+"""
+
+# A plugin of the harness: its atexit work is the pytest session's, not a test's.
+HARNESS_PLUGIN = """
+import atexit
+import os
+
+
+def pytest_sessionstart(session):
+    atexit.register(lambda: open({log!r}, "a").write(f"plugin {{os.getpid()}}\\n"))
+"""
+
+
+def test_a_forked_test_runs_the_test_modules_atexit_callbacks_not_the_harnesses(
+        plugin_env: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = plugin_env.path / "atexit.log"
+    plugin_env.makepyfile(test_atexit=ATEXIT_TESTS.format(log=str(log)),
+                          harness_plugin=HARNESS_PLUGIN.format(log=str(log)))
+    result = plugin_env.runpytest_subprocess("--lifeguard", "-p", "harness_plugin", timeout=INNER_SESSION_TIMEOUT)
+    result.assert_outcomes(passed=2)
+    lines = [line.split() for line in log.read_text().splitlines()]
+    pytest_pid = next(pid for who, pid in lines if who == "imported")
+    children = {pid for who, pid in lines if who == "module"} - {pytest_pid}
+    assert len(children) == 2, lines  # the module's callback ran in each forked test, as in a process of its own
+    # The plugin's callback (registered after lifeguard's snapshot of the harness) ran once, in pytest's process.
+    assert [pid for who, pid in lines if who == "plugin"] == [pytest_pid], lines
+
+    # A crash in the module's callback is inside the atexit phase: lifeguard's own last callback (atexit-done)
+    # had not run yet, so the evidence never says "every atexit callback had run".
+    monkeypatch.setenv("CRASH_AT_EXIT", "1")
+    crashed = plugin_env.runpytest_subprocess("--lifeguard", "--lifeguard-report", "out", "-p", "harness_plugin",
+                                              timeout=INNER_SESSION_TIMEOUT)
+    crashed.assert_outcomes(failed=2)
+    runs = [json.loads(line) for line in (plugin_env.path / "out" / "results.jsonl").read_text().splitlines()]
+    assert [(run["outcome"], run["phase"]) for run in runs] == [("crashed", "exit")] * 2
+    for run in runs:
+        assert "atexit-done" not in {event["event"] for event in run["events"]}, run["events"]
+        assert not any("every atexit callback had run" in finding["summary"] for finding in run["findings"])
+
+
 FIXTURES = """
 import os
 from pathlib import Path
