@@ -6,9 +6,10 @@ against a compiled module). A private virtual environment under lifeguard's cach
 below and this checkout of lifeguard; it is made on the first run (a minute: msgpack compiles).
 
 Each round runs every variant once, in turn, so machine noise hits them alike; the median of the rounds is
-kept. A variant's per-test cost is (its time - plain pytest's time) / tests. Printed: the times, the per-test
-costs, and the ratio of --lifeguard's per-test cost to pytest-forked's (target: at most 2). It also checks
-that --lifeguard gives the same pass/fail of every test as plain pytest, with and without `-n 2`.
+kept. Each variant loads only its own tool's plugin (the others are switched off with ``-p no:NAME``; plain
+pytest loads none), as that tool's users have it. A variant's per-test cost is (its time - plain pytest's
+time) / tests. Printed: the times, the per-test costs, and the ratio of --lifeguard's per-test cost to
+pytest-forked's (target: at most 2). It also checks that --lifeguard gives the same pass/fail of every test as plain pytest, with and without `-n 2`.
 
     python benchmarks/pytest_overhead.py [--rounds 5]
 """
@@ -76,6 +77,17 @@ VARIANTS: dict[str, list[str]] = {
     "--forked": ["--forked"],
     "--isolate": ["--isolate"],
 }
+# The compared tools' plugins (their pytest11 entry point names). Each variant loads only its own tool, as a
+# user of that tool has it: a plugin that is installed but not asked for still costs every forked test what
+# it loaded into the pytest process (pytest-isolate's filelock hooks every fork; its imports load OpenSSL,
+# whose exit handler runs in a child that exits as a process does). Plain pytest loads none of them.
+TOOL_PLUGINS = {"--lifeguard": "lifeguard", "--forked": "pytest_forked", "--isolate": "pytest_isolate"}
+
+
+def plugins_off(variant: str) -> list[str]:
+    """``-p no:NAME`` for every compared tool but the variant's own."""
+    asked = variant.split()
+    return [arg for tool, plugin in TOOL_PLUGINS.items() if tool not in asked for arg in ("-p", f"no:{plugin}")]
 
 
 def session(python: str, folder: Path, args: list[str], junit: Path) -> float:
@@ -118,7 +130,7 @@ def main() -> int:
         for _ in range(args.rounds):
             for name, extra in variants.items():
                 junit = scratch / f"{re.sub(r'[^a-z]', '', name)}.xml"
-                times[name].append(session(python, folder, extra, junit))
+                times[name].append(session(python, folder, [*plugins_off(name), *extra], junit))
                 results[name] = outcomes(junit)
         tests = len(results["plain"])
         median = {name: statistics.median(values) for name, values in times.items()}
@@ -136,7 +148,7 @@ def main() -> int:
               f"({sum(v == 'passed' for v in results['plain'].values())} passed)")
         for name, junit_args in (("-n 2 plain", ["-n", "2"]), ("-n 2 --lifeguard", ["-n", "2", "--lifeguard"])):
             junit = scratch / f"xdist-{len(junit_args)}.xml"
-            seconds = session(python, folder, junit_args, junit)
+            seconds = session(python, folder, [*plugins_off(name), *junit_args], junit)
             results[name] = outcomes(junit)
             print(f"{name:<18} {seconds:.2f} s")
         same_xdist = results["-n 2 --lifeguard"] == results["-n 2 plain"] == results["plain"]
