@@ -43,6 +43,7 @@ ALWAYS_KEPT = frozenset({"sys", "builtins", "__main__", "_thread", "threading", 
                          "_imp"})
 
 _harness: list[tuple[str, ...]] = []
+_harness_packages: set[str] = set()  # their top-level packages but the standard library's
 _dropped: list[object] = []  # the harness's modules, kept alive in the child: never freed, never finalized
 # Every atexit callback registered in the pytest process since the session began: (function, args, kwargs).
 _registered: list[tuple[Callable[..., object], tuple[Any, ...], dict[str, Any]]] = []
@@ -53,6 +54,9 @@ def snapshot_harness() -> None:
     the atexit callbacks registered from now on are recorded (see _atexit_as_a_test_process)."""
     _harness[:] = [tuple(name for name in sys.modules
                          if name not in ALWAYS_KEPT and name.partition(".")[0] not in ALWAYS_KEPT)]
+    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    _harness_packages.clear()
+    _harness_packages.update({name.partition(".")[0] for name in _harness[0]} - stdlib - {"__main__"})
     _record_atexit()
 
 
@@ -93,16 +97,14 @@ def _atexit_as_a_test_process(unregister: Callable[[Callable[..., object]], None
     modules', the extensions under test's, the standard library's) are registered again after lifeguard's,
     so they run before it, as they would in that process, and a crash in one is seen inside the atexit
     phase. Callbacks registered before the session began are the harness's and stay as they were."""
-    if not _registered or not _harness:
+    if not _registered:
         return
-    stdlib = getattr(sys, "stdlib_module_names", frozenset())
-    harness = {name.partition(".")[0] for name in _harness[0]} - stdlib - {"__main__"}
     entries = list(_registered)
     for func, _, _ in entries:
         unregister(func)
     _registered.clear()
     for func, args, kwargs in entries:
-        if _owner(func) not in harness:
+        if _owner(func) not in _harness_packages:
             register(func, *args, **kwargs)
 
 
