@@ -9,7 +9,8 @@ Each round runs every variant once, in turn, so machine noise hits them alike; t
 kept. Each variant loads only its own tool's plugin (the others are switched off with ``-p no:NAME``; plain
 pytest loads none), as that tool's users have it. A variant's per-test cost is (its time - plain pytest's
 time) / tests. Printed: the times, the per-test costs, and the ratio of --lifeguard's per-test cost to
-pytest-forked's (target: at most 2). It also checks that --lifeguard gives the same pass/fail of every test as plain pytest, with and without `-n 2`.
+pytest-forked's (target: at most 2). It also checks that --lifeguard gives the same pass/fail of every test
+as plain pytest, with and without `-n 2`.
 
     python benchmarks/pytest_overhead.py [--rounds 5]
 """

@@ -54,7 +54,7 @@ def snapshot_harness() -> None:
     the atexit callbacks registered from now on are recorded (see _atexit_as_a_test_process)."""
     _harness[:] = [tuple(name for name in sys.modules
                          if name not in ALWAYS_KEPT and name.partition(".")[0] not in ALWAYS_KEPT)]
-    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    stdlib: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
     _harness_packages.clear()
     _harness_packages.update({name.partition(".")[0] for name in _harness[0]} - stdlib - {"__main__"})
     _record_atexit()
