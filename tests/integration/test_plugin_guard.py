@@ -402,6 +402,25 @@ def _start_pytest(folder: Path, *args: str) -> subprocess.Popen[str]:
                             start_new_session=True, preexec_fn=restore_terminal_sigint)
 
 
+def _proc_state(pid: int) -> str:
+    try:
+        return " ".join(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[:4])  # state ppid pgrp sid
+    except OSError:
+        return "gone"
+
+
+def _watchdogs() -> list[str]:
+    """The lifeguard watchdogs of this machine: pid and state (a test's diagnosis only)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"watchdog" in (entry / "cmdline").read_bytes():
+                found.append(f"{entry.name} {_proc_state(int(entry.name))}")
+        except OSError:
+            continue
+    return found
+
+
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "sigkill"])
 def test_a_stopped_pytest_leaves_no_forked_test_behind(plugin_env: pytest.Pytester, pace: Pace,
                                                         how: signal.Signals) -> None:
@@ -412,7 +431,12 @@ def test_a_stopped_pytest_leaves_no_forked_test_behind(plugin_env: pytest.Pytest
         wait_for(pid_file.exists, "the forked test to start", timeout=INNER_SESSION_TIMEOUT)
         child = int(pid_file.read_text())
         proc.send_signal(how)
-        out, _ = proc.communicate(timeout=INNER_SESSION_TIMEOUT)
+        try:
+            out, _ = proc.communicate(timeout=INNER_SESSION_TIMEOUT)
+        except subprocess.TimeoutExpired:  # its output pipe still open: say who holds it, for the next reader
+            pytest.fail(f"pytest ({how.name}, exit {proc.poll()}) still has a reader of its output after "
+                        f"{INNER_SESSION_TIMEOUT:g} s; the forked test {child}: {_proc_state(child)}; "
+                        f"watchdogs: {_watchdogs()}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
