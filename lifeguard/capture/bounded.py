@@ -54,19 +54,23 @@ def run_bounded(
     """
     started = time.monotonic()
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
-        try:
-            process = start_tool(
-                list(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=stdout,
-                stderr=stderr,
-                env=dict(env) if env is not None else None,
-                cwd=cwd,
-            )
-        except OSError as error:
-            return ToolRun("", f"cannot run {argv[0]}: {error}", False, None, time.monotonic() - started)
+        # Filled by start_tool the moment the Popen object exists: a Ctrl-C that lands anywhere after the fork,
+        # even between start_tool's return and the assignment below, still finds the tool to end.
+        made: list[subprocess.Popen[bytes]] = []
         timed_out = False
         try:
+            try:
+                process = start_tool(
+                    list(argv),
+                    made=made,
+                    stdin=subprocess.DEVNULL,
+                    stdout=stdout,
+                    stderr=stderr,
+                    env=dict(env) if env is not None else None,
+                    cwd=cwd,
+                )
+            except OSError as error:
+                return ToolRun("", f"cannot run {argv[0]}: {error}", False, None, time.monotonic() - started)
             _wait(process, timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
@@ -75,8 +79,14 @@ def run_bounded(
             if on_timeout is not None:
                 on_timeout()
         except BaseException:  # Ctrl-C while the tool runs: in a session of its own, it would outlive us
-            kill_group(process.pid)
-            process.wait()
+            for tool in made:
+                pid = getattr(tool, "pid", None)
+                if pid and getattr(tool, "_child_created", False):
+                    kill_group(pid)
+                    try:
+                        tool.wait(timeout=KILLED_REAP)
+                    except Exception:  # half made (interrupted inside Popen.__init__): start_tool reaped it
+                        reap_within(pid, KILLED_REAP)
             raise
         return ToolRun(
             stdout=_read_all(stdout),
@@ -87,12 +97,16 @@ def run_bounded(
         )
 
 
-def start_tool(argv: list[str], **popen: Any) -> subprocess.Popen[bytes]:
+def start_tool(argv: list[str], *, made: list[subprocess.Popen[bytes]] | None = None,
+               **popen: Any) -> subprocess.Popen[bytes]:
     """``subprocess.Popen(argv, start_new_session=True, **popen)`` that leaves nothing behind when interrupted: a
     Ctrl-C that lands while Popen is still finishing, after its fork (on a loaded machine, while the tool already
     runs), would leave a tool in a session of its own with no Popen object to end it. The object is made first,
-    so its pid is known whatever ``__init__`` raises."""
+    so its pid is known whatever ``__init__`` raises; ``made`` gets it at once, for a caller that must end the
+    tool if interrupted before this returns to it."""
     process: subprocess.Popen[bytes] = subprocess.Popen.__new__(subprocess.Popen)
+    if made is not None:
+        made.append(process)
     try:
         process.__init__(argv, start_new_session=True, **popen)  # type: ignore[misc]
     except BaseException:

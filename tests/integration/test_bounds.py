@@ -120,6 +120,30 @@ def test_an_interrupt_inside_popen_after_its_fork_leaves_no_tool(tmp_path: Path,
     assert not Path(f"/proc/{tool}").exists()  # reaped too, not left a zombie
 
 
+def test_an_interrupt_as_the_tool_has_just_started_leaves_no_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  pace: Pace) -> None:
+    """A Ctrl-C that lands once start_tool has returned but before run_bounded holds what it returned (seen once
+    in a loaded run of the Ctrl-C test below: the tool alive after "interrupted"). start_tool is wrapped to raise
+    KeyboardInterrupt as it returns, the tool running; the tool is a real process."""
+    from lifeguard.capture import bounded
+
+    pid_file = tmp_path / "tool.pid"
+    real_start = bounded.start_tool
+
+    def start_then_interrupt(argv: list[str], **popen: Any) -> subprocess.Popen[bytes]:
+        real_start(argv, **popen)
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() != "", "the tool's first line",
+                 timeout=pace.deadline(30))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bounded, "start_tool", start_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        run_bounded(["sh", "-c", f"echo $$ > {pid_file}; exec sleep {pace.deadline(60):g}"], pace.deadline(60))
+    tool = int(pid_file.read_text())
+    assert not pid_alive(tool)
+    assert not Path(f"/proc/{tool}").exists()  # reaped too, not left a zombie
+
+
 def test_ctrl_c_during_a_bounded_tool_run_kills_the_tool(tmp_path: Path, pace: Pace) -> None:
     """run_bounded starts a tool in a session of its own (the terminal's Ctrl-C never reaches it): interrupted
     while it waits, it kills the tool's group before passing the interrupt on."""
