@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 from lifeguard.capture.procstate import STOPPED_STATES, process_state
+from lifeguard.run.proctree import children_of, read_proc
 from lifeguard.run.reap import reap_within
 
 RESUME_ATTEMPTS = 3
@@ -107,15 +108,27 @@ def start_tool(argv: list[str], *, made: list[subprocess.Popen[bytes]] | None = 
     process: subprocess.Popen[bytes] = subprocess.Popen.__new__(subprocess.Popen)
     if made is not None:
         made.append(process)
+    before = set(children_of(os.getpid()))
     try:
         process.__init__(argv, start_new_session=True, **popen)  # type: ignore[misc]
     except BaseException:
         pid = getattr(process, "pid", None)
-        if pid and getattr(process, "_child_created", False):
-            kill_group(pid)
-            reap_within(pid, KILLED_REAP)
+        # An interrupt handled as the fork returns, before Popen stores the pid (seen on a loaded machine): the
+        # tool is then the new child of ours that leads a session of its own.
+        for tool in [pid] if pid else _new_session_leaders(before):
+            kill_group(tool)
+            reap_within(tool, KILLED_REAP)
         raise
     return process
+
+
+def _new_session_leaders(before: set[int]) -> list[int]:
+    found = []
+    for pid in children_of(os.getpid()):
+        info = read_proc(pid) if pid not in before else None
+        if info is not None and info.sid == pid:
+            found.append(pid)
+    return found
 
 
 def _wait(process: subprocess.Popen[bytes], timeout: float) -> None:

@@ -120,6 +120,29 @@ def test_an_interrupt_inside_popen_after_its_fork_leaves_no_tool(tmp_path: Path,
     assert not Path(f"/proc/{tool}").exists()  # reaped too, not left a zombie
 
 
+def test_an_interrupt_as_the_fork_returns_leaves_no_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         pace: Pace) -> None:
+    """A Ctrl-C handled the moment the fork returns, before Popen has stored the child's pid (the interpreter
+    runs pending signal handlers right after a C call): no pid to kill. The fork is wrapped here to raise
+    KeyboardInterrupt as it returns, the tool running; the tool is a real process."""
+    pid_file = tmp_path / "tool.pid"
+    real_fork_exec = subprocess._fork_exec  # type: ignore[attr-defined]
+
+    def fork_then_interrupt(*args: Any) -> int:
+        real_fork_exec(*args)
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() != "", "the tool's first line",
+                 timeout=pace.deadline(30))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess, "_fork_exec", fork_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        run_bounded(["sh", "-c", f"echo $$ > {pid_file}; exec sleep {pace.deadline(60):g}"], pace.deadline(60))
+    monkeypatch.undo()
+    tool = int(pid_file.read_text())
+    assert not pid_alive(tool)
+    assert not Path(f"/proc/{tool}").exists()  # reaped too, not left a zombie
+
+
 def test_an_interrupt_as_the_tool_has_just_started_leaves_no_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                   pace: Pace) -> None:
     """A Ctrl-C that lands once start_tool has returned but before run_bounded holds what it returned (seen once
