@@ -97,6 +97,21 @@ time.sleep(1000)
     assert took <= timeout + CAPTURE_BUDGET + 10 * pace.startup + 15, took
 
 
+def _tool_started(pid_file: Path, pace: Pace) -> None:
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() != "", "the tool's first line",
+             timeout=pace.deadline(30))
+
+
+def _interrupted_tool_is_gone(pid_file: Path, pace: Pace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_bounded with the interrupt its caller wired in: it passes the interrupt on and leaves no tool."""
+    with pytest.raises(KeyboardInterrupt):
+        run_bounded(["sh", "-c", f"echo $$ > {pid_file}; exec sleep {pace.deadline(60):g}"], pace.deadline(60))
+    monkeypatch.undo()
+    tool = int(pid_file.read_text())
+    assert not pid_alive(tool)
+    assert not Path(f"/proc/{tool}").exists()  # reaped too, not left a zombie
+
+
 def test_an_interrupt_inside_popen_after_its_fork_leaves_no_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  pace: Pace) -> None:
     """A Ctrl-C that lands while Popen is still finishing (its child already started: on a loaded machine the
@@ -108,16 +123,11 @@ def test_an_interrupt_inside_popen_after_its_fork_leaves_no_tool(tmp_path: Path,
 
     def start_then_interrupt(self: subprocess.Popen[bytes], *args: Any, **kwargs: Any) -> None:
         real_start(self, *args, **kwargs)
-        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() != "", "the tool's first line",
-                 timeout=pace.deadline(30))
+        _tool_started(pid_file, pace)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(subprocess.Popen, "_execute_child", start_then_interrupt)
-    with pytest.raises(KeyboardInterrupt):
-        run_bounded(["sh", "-c", f"echo $$ > {pid_file}; exec sleep {pace.deadline(60):g}"], pace.deadline(60))
-    tool = int(pid_file.read_text())
-    assert not pid_alive(tool)
-    assert not Path(f"/proc/{tool}").exists()  # reaped too, not left a zombie
+    _interrupted_tool_is_gone(pid_file, pace, monkeypatch)
 
 
 def test_an_interrupt_as_the_fork_returns_leaves_no_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -130,17 +140,11 @@ def test_an_interrupt_as_the_fork_returns_leaves_no_tool(tmp_path: Path, monkeyp
 
     def fork_then_interrupt(*args: Any) -> int:
         real_fork_exec(*args)
-        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() != "", "the tool's first line",
-                 timeout=pace.deadline(30))
+        _tool_started(pid_file, pace)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(subprocess, "_fork_exec", fork_then_interrupt)
-    with pytest.raises(KeyboardInterrupt):
-        run_bounded(["sh", "-c", f"echo $$ > {pid_file}; exec sleep {pace.deadline(60):g}"], pace.deadline(60))
-    monkeypatch.undo()
-    tool = int(pid_file.read_text())
-    assert not pid_alive(tool)
-    assert not Path(f"/proc/{tool}").exists()  # reaped too, not left a zombie
+    _interrupted_tool_is_gone(pid_file, pace, monkeypatch)
 
 
 def test_an_interrupt_as_the_tool_has_just_started_leaves_no_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -155,16 +159,11 @@ def test_an_interrupt_as_the_tool_has_just_started_leaves_no_tool(tmp_path: Path
 
     def start_then_interrupt(argv: list[str], **popen: Any) -> subprocess.Popen[bytes]:
         real_start(argv, **popen)
-        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() != "", "the tool's first line",
-                 timeout=pace.deadline(30))
+        _tool_started(pid_file, pace)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(bounded, "start_tool", start_then_interrupt)
-    with pytest.raises(KeyboardInterrupt):
-        run_bounded(["sh", "-c", f"echo $$ > {pid_file}; exec sleep {pace.deadline(60):g}"], pace.deadline(60))
-    tool = int(pid_file.read_text())
-    assert not pid_alive(tool)
-    assert not Path(f"/proc/{tool}").exists()  # reaped too, not left a zombie
+    _interrupted_tool_is_gone(pid_file, pace, monkeypatch)
 
 
 def test_ctrl_c_during_a_bounded_tool_run_kills_the_tool(tmp_path: Path, pace: Pace) -> None:
