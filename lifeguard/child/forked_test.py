@@ -14,7 +14,11 @@ faults while pytest's own objects are freed. So the supervisor freezes its heap 
 before the fork (``gc.freeze``), and the child takes the modules that were loaded before the test session
 began (pytest, its plugins, lifeguard: ``harness_modules``) out of ``sys.modules``: finalization then finalizes
 what the tests imported (the test modules, the extensions under test, what they loaded) as a process running
-them would, and leaves the harness's objects alone.
+them would, and leaves the harness's objects alone. The modules the exit itself runs on (threading, os, io,
+warnings, ...: ``ALWAYS_KEPT``) stay until the program's atexit callbacks are done, which may import them; only
+then, as finalization proper begins, are they taken out too (``_drop_core``): clearing their dictionaries would
+cost every test ~240 copy-on-write faults (~2 ms) and frees nothing of the test's. ``sys``, ``builtins``,
+``__main__`` and the import system (``FINALIZED``) are finalized as always.
 
 Standard library and ``lifeguard.child`` only.
 """
@@ -41,6 +45,10 @@ ALWAYS_KEPT = frozenset({"sys", "builtins", "__main__", "_thread", "threading", 
                          "resource", "_weakref", "weakref", "_warnings", "warnings", "posix", "os", "time", "ctypes",
                          "_ctypes", "marshal", "zipimport", "_frozen_importlib", "_frozen_importlib_external",
                          "_imp"})
+
+# The modules a forked test's finalization still clears: the interpreter's own and the import system's.
+FINALIZED = frozenset({"sys", "builtins", "__main__", "_frozen_importlib", "_frozen_importlib_external", "_imp",
+                       "zipimport", "marshal"})
 
 _harness: list[tuple[str, ...]] = []
 _harness_packages: set[str] = set()  # their top-level packages but the standard library's
@@ -88,18 +96,19 @@ def _owner(func: object) -> str:
     return module.partition(".")[0] if isinstance(module, str) else ""
 
 
-def _atexit_as_a_test_process(unregister: Callable[[Callable[..., object]], None],
+def _atexit_as_a_test_process(entries: list[tuple[Callable[..., object], tuple[Any, ...], dict[str, Any]]],
+                              unregister: Callable[[Callable[..., object]], None],
                               register: Callable[..., object]) -> None:
     """In the child, after lifeguard's own last callback is registered: the atexit callbacks the session
-    registered are the test process's as a process running the tests alone would have them. Those of the
+    registered in the pytest process (``entries``, as recorded there: never the child's own, lifeguard's
+    last callback among them) are the test process's as a process running the tests alone would have them. Those of the
     harness's third-party packages (pytest's cleanup of its temporary folders, which would run in every
     forked test and race the session; its plugins'; lifeguard's engine's) are dropped; the rest (the test
     modules', the extensions under test's, the standard library's) are registered again after lifeguard's,
     so they run before it, as they would in that process, and a crash in one is seen inside the atexit
     phase. Callbacks registered before the session began are the harness's and stay as they were."""
-    if not _registered:
+    if not entries:
         return
-    entries = list(_registered)
     for func, _, _ in entries:
         unregister(func)
     _registered.clear()
@@ -136,12 +145,15 @@ def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: 
         os.environ.update(env)
         os.environ[protocol.EVENTS_FD_ENV] = str(events_fd)
         run_dir = str(spec["run_dir"])
-        bootstrap.install_evidence(run_dir, spec["dump_signal"], spec.get("seed") or 0,
-                                   list(spec.get("perturbations") or []))
         import atexit
         import threading
 
-        _atexit_as_a_test_process(atexit.unregister, atexit.register)
+        session_callbacks = list(_registered)  # the pytest process's, before the child registers its own
+        # Registered before lifeguard's last callback (install_evidence's), so it runs just after it.
+        atexit.register(_drop_core)
+        bootstrap.install_evidence(run_dir, spec["dump_signal"], spec.get("seed") or 0,
+                                   list(spec.get("perturbations") or []))
+        _atexit_as_a_test_process(session_callbacks, atexit.unregister, atexit.register)
 
         emit(protocol.STARTED, python=list(sys.version_info[:3]), main_thread=threading.get_ident())
         # The test works in pytest's folder: no core may land there until finalization moves it to the run's.
@@ -192,6 +204,12 @@ def _drop_harness(names: Iterable[str]) -> None:
         module = modules.pop(name, None)
         if module is not None:
             _dropped.append(module)
+
+
+def _drop_core() -> None:
+    """After the program's atexit callbacks and lifeguard's last one, as finalization proper begins: the
+    modules the exit ran on leave sys.modules too (see the module's docstring), but for ``FINALIZED``."""
+    _drop_harness([name for name in ALWAYS_KEPT - FINALIZED if name in sys.modules])
 
 
 def _exit_as_a_process(code: int) -> NoReturn:

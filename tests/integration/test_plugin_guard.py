@@ -163,8 +163,14 @@ def test_a_forked_test_runs_the_test_modules_atexit_callbacks_not_the_harnesses(
     log = plugin_env.path / "atexit.log"
     plugin_env.makepyfile(test_atexit=ATEXIT_TESTS.format(log=str(log)),
                           harness_plugin=HARNESS_PLUGIN.format(log=str(log)))
-    result = plugin_env.runpytest_subprocess("--lifeguard", "-p", "harness_plugin", timeout=INNER_SESSION_TIMEOUT)
+    result = plugin_env.runpytest_subprocess("--lifeguard", "--lifeguard-report", "passed", "-p", "harness_plugin",
+                                             timeout=INNER_SESSION_TIMEOUT)
     result.assert_outcomes(passed=2)
+    # lifeguard's own last callback, registered in the child, is kept: it says when finalization begins.
+    passed = [json.loads(line) for line in (plugin_env.path / "passed" / "results.jsonl").read_text().splitlines()]
+    assert len(passed) == 2
+    for run in passed:
+        assert "atexit-done" in {event["event"] for event in run["events"]}, run["events"]
     lines = [line.split() for line in log.read_text().splitlines()]
     pytest_pid = next(pid for who, pid in lines if who == "imported")
     children = {pid for who, pid in lines if who == "module"} - {pytest_pid}
