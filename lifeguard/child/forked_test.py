@@ -15,10 +15,11 @@ before the fork (``gc.freeze``), and the child takes the modules that were loade
 began (pytest, its plugins, lifeguard: ``harness_modules``) out of ``sys.modules``: finalization then finalizes
 what the tests imported (the test modules, the extensions under test, what they loaded) as a process running
 them would, and leaves the harness's objects alone. The modules the exit itself runs on (threading, os, io,
-warnings, ...: ``ALWAYS_KEPT``) stay until the program's atexit callbacks are done, which may import them; only
-then, as finalization proper begins, are they taken out too (``_drop_core``): clearing their dictionaries would
-cost every test ~240 copy-on-write faults (~2 ms) and frees nothing of the test's. ``sys``, ``builtins``,
-``__main__`` and the import system (``FINALIZED``) are finalized as always.
+warnings, ...: ``ALWAYS_KEPT``) stay until the test's atexit callbacks and lifeguard's last one have run (they may
+import them); only then are they taken out too (``_drop_core``; the harness's callbacks registered before the
+session still follow): clearing their dictionaries cost every test about 210 copy-on-write faults and frees
+nothing of the test's. ``sys``, ``builtins``, ``__main__`` and the import system (``FINALIZED``) are finalized
+as always.
 
 Standard library and ``lifeguard.child`` only.
 """
@@ -100,9 +101,9 @@ def _atexit_as_a_test_process(entries: list[tuple[Callable[..., object], tuple[A
                               unregister: Callable[[Callable[..., object]], None],
                               register: Callable[..., object]) -> None:
     """In the child, after lifeguard's own last callback is registered: the atexit callbacks the session
-    registered in the pytest process (``entries``, as recorded there: never the child's own, lifeguard's
-    last callback among them) are the test process's as a process running the tests alone would have them. Those of the
-    harness's third-party packages (pytest's cleanup of its temporary folders, which would run in every
+    registered in the pytest process (``entries``, as recorded there; never the child's own, such as
+    lifeguard's last callback) are the test process's as a process running the tests alone would have them.
+    Those of the harness's third-party packages (pytest's cleanup of its temporary folders, which would run in every
     forked test and race the session; its plugins'; lifeguard's engine's) are dropped; the rest (the test
     modules', the extensions under test's, the standard library's) are registered again after lifeguard's,
     so they run before it, as they would in that process, and a crash in one is seen inside the atexit
@@ -207,8 +208,8 @@ def _drop_harness(names: Iterable[str]) -> None:
 
 
 def _drop_core() -> None:
-    """After the program's atexit callbacks and lifeguard's last one, as finalization proper begins: the
-    modules the exit ran on leave sys.modules too (see the module's docstring), but for ``FINALIZED``."""
+    """Just after lifeguard's last atexit callback: the modules the exit ran on leave sys.modules too (see
+    the module's docstring), but for ``FINALIZED``."""
     _drop_harness([name for name in ALWAYS_KEPT - FINALIZED if name in sys.modules])
 
 
