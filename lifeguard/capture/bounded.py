@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import select
 import signal
 import subprocess
 import tempfile
@@ -22,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 from lifeguard.capture.procstate import STOPPED_STATES, process_state
+from lifeguard.child.readable import readable
 from lifeguard.run.proctree import children_of, read_proc
 from lifeguard.run.reap import reap_within
 
@@ -143,10 +143,10 @@ def _wait(process: subprocess.Popen[bytes], timeout: float) -> None:
         process.wait(timeout=timeout)
         return
     try:
-        readable, _, _ = select.select([pidfd], [], [], timeout)
+        ready = readable([pidfd], timeout)
     finally:
         os.close(pidfd)
-    if not readable:
+    if not ready:
         raise subprocess.TimeoutExpired(process.args, timeout)
     process.wait()
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 import array
 import json
 import os
-import select
 import signal
 import socket
 import sys
 
 from lifeguard.child import protocol
+from lifeguard.child.readable import readable
 
 TYPE_CHECKING = False  # typing itself costs the server's start-up; mypy knows this name
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def serve(fd: int) -> None:
     buffer = bytearray()
     children: set[int] = set()
     while True:
-        ready, _, _ = select.select([sock.fileno(), read_end], [], [])
+        ready = readable([sock.fileno(), read_end], None)
         if read_end in ready:
             os.read(read_end, 4096)
         while children:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import gc
 import importlib
 import os
-import select
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from typing import Any
 from lifeguard import child
 from lifeguard.child import protocol
 from lifeguard.child.pytest_body import extend_sys_path, load_callable
+from lifeguard.child.readable import readable
 
 # How long the collector thread may take to notice it should stop.
 COLLECTOR_JOIN_SECONDS = 5.0
@@ -236,7 +236,7 @@ def _wait_child(pid: int, bound: float) -> int:
     run's deadline (or its early hang detection) ends the run, and the supervisor captures the child first."""
     pidfd = os.pidfd_open(pid)
     try:
-        ready, _, _ = select.select([pidfd], [], [], bound)
+        ready = readable([pidfd], bound)
     finally:
         os.close(pidfd)
     if not ready:

@@ -15,7 +15,6 @@ is paid once.
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lifeguard.child import protocol
+from lifeguard.child.readable import readable
 
 # The whole discovery's deadline (LIFEGUARD_DISCOVERY_TIMEOUT overrides it): a file whose top level imports
 # a large library (torch) takes seconds; one that never returns is reported here, with where it is stuck.
@@ -173,7 +173,7 @@ def _wait(pid: int, deadline: float, pipes: _Pipes) -> bool:
                 return False
             watched = pipes.open + ([pidfd] if pidfd is not None else [])
             pause = remaining if pidfd is not None else min(remaining, POLL_INTERVAL)
-            ready, _, _ = select.select(watched, [], [], pause)
+            ready = readable(watched, pause)
             pipes.read(ready)
         return True
     finally:

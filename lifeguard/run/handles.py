@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import os
-import select
 import subprocess
 import time
+
+from lifeguard.child.readable import readable
 
 REAP_POLL = 0.01  # reap() after a kill: how often to look (the kill settles in milliseconds)
 
@@ -23,7 +24,7 @@ class _PidfdWait:
 
     def _sleep(self, timeout: float) -> None:
         if self._pidfd is not None:
-            select.select([self._pidfd], [], [], timeout)
+            readable([self._pidfd], timeout)
         else:
             time.sleep(min(timeout, 0.005))
 

@@ -233,6 +233,36 @@ def test_session_fixtures_are_set_up_once_here_and_used_by_every_child(plugin_en
     assert counter.read_text() == "setup\nteardown\n"  # once, in pytest's process, as plain pytest does
 
 
+# A suite whose tests hold many files open: the descriptors lifeguard opens next (the forked test's pidfd,
+# its pipes) are numbered above 1023, which select() refuses.
+MANY_FILES = """
+import os
+import resource
+
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if soft < 1400:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(1400, hard), hard))
+HELD = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+
+
+def test_passes():
+    assert HELD[-1] > 1024
+
+
+def test_fails():
+    assert 1 + 1 == 3
+"""
+
+
+def test_a_suite_holding_many_files_open_is_guarded_as_any_other(plugin_env: pytest.Pytester) -> None:
+    plugin_env.makepyfile(test_many_files=MANY_FILES)
+    result = plugin_env.runpytest_subprocess("--lifeguard", timeout=INNER_SESSION_TIMEOUT)
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    assert "assert (1 + 1) == 3" in out  # the test's own failure, not lifeguard's
+    assert "ValueError" not in out
+
+
 OUTPUT = """
 import sys
 
