@@ -26,6 +26,7 @@ Standard library and ``lifeguard.child`` only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -33,7 +34,7 @@ from lifeguard.child import bootstrap, cores, emit, protocol
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
     from typing import Any, NoReturn
 
 # Exit code of a child that could not become the run's process (its cgroup refused it): never a test's.
@@ -52,6 +53,9 @@ FINALIZED = frozenset({"sys", "builtins", "__main__", "_frozen_importlib", "_fro
                        "zipimport", "marshal"})
 
 _harness: list[tuple[str, ...]] = []
+# The modules of ALWAYS_KEPT's packages the pytest process had loaded (os.path, encodings.utf_8, ctypes._endian)
+# but FINALIZED: taken out with ALWAYS_KEPT, after the atexit callbacks.
+_core: list[tuple[str, ...]] = []
 _harness_packages: set[str] = set()  # their top-level packages but the standard library's
 _dropped: list[object] = []  # the harness's modules, kept alive in the child: never freed, never finalized
 # Every atexit callback registered in the pytest process since the session began: (function, args, kwargs).
@@ -59,14 +63,38 @@ _registered: list[tuple[Callable[..., object], tuple[Any, ...], dict[str, Any]]]
 
 
 def snapshot_harness() -> None:
-    """Called in the pytest process before collection: the modules loaded now belong to the harness, and
-    the atexit callbacks registered from now on are recorded (see _atexit_as_a_test_process)."""
-    _harness[:] = [tuple(name for name in sys.modules
+    """Called in the pytest process as it is configured: the modules loaded now belong to the harness (see
+    snapshot_harness_modules), and the atexit callbacks registered from now on are recorded (see
+    _atexit_as_a_test_process)."""
+    snapshot_harness_modules()
+    _record_atexit()
+
+
+def snapshot_harness_modules() -> None:
+    """The modules loaded now belong to the harness. Called again as the session starts, before collection:
+    what the plugins imported as they were configured after lifeguard (pytest's debugging plugin loads pdb,
+    sysconfig and its build-time data dictionary) is the harness's too, not finalized in every forked test."""
+    names = tuple(sys.modules)
+    _harness[:] = [tuple(name for name in names
                          if name not in ALWAYS_KEPT and name.partition(".")[0] not in ALWAYS_KEPT)]
+    _core[:] = [tuple(name for name in names if name.partition(".")[0] in ALWAYS_KEPT and name not in FINALIZED)]
     stdlib: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
     _harness_packages.clear()
     _harness_packages.update({name.partition(".")[0] for name in _harness[0]} - stdlib - {"__main__"})
-    _record_atexit()
+
+
+@contextlib.contextmanager
+def harness_imports() -> Iterator[None]:
+    """Around lifeguard's own work in the pytest process after the snapshot (the session record made at the
+    first guarded test: pytest's tmp folder asks getpass for the user's name, the interpreter's description
+    reads sysconfig): what it imports is the harness's too."""
+    before = set(sys.modules)
+    try:
+        yield
+    finally:
+        if _harness:
+            _harness[0] += tuple(name for name in tuple(sys.modules) if name not in before
+                                 and name.partition(".")[0] not in ALWAYS_KEPT)
 
 
 def _record_atexit() -> None:
@@ -208,9 +236,9 @@ def _drop_harness(names: Iterable[str]) -> None:
 
 
 def _drop_core() -> None:
-    """Just after lifeguard's last atexit callback: the modules the exit ran on leave sys.modules too (see
-    the module's docstring), but for ``FINALIZED``."""
-    _drop_harness([name for name in ALWAYS_KEPT - FINALIZED if name in sys.modules])
+    """Just after lifeguard's last atexit callback: the modules the exit ran on, and those of their packages
+    that the pytest process had, leave sys.modules too (see the module's docstring), but for ``FINALIZED``."""
+    _drop_harness(_core[0] if _core else [name for name in ALWAYS_KEPT - FINALIZED if name in sys.modules])
 
 
 def _exit_as_a_process(code: int) -> NoReturn:

@@ -88,6 +88,14 @@ def pytest_configure(config: pytest.Config) -> None:
         note_harness_threads()
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    settings = session.config.stash.get(SETTINGS_KEY, None)
+    if settings is not None and settings.guard_all:
+        from lifeguard.child.forked_test import snapshot_harness_modules
+
+        snapshot_harness_modules()  # what the plugins configured after lifeguard imported is the harness's too
+
+
 def _xdist_controller(config: pytest.Config) -> bool:
     """This process hands the tests to pytest-xdist workers (it runs none itself)."""
     numprocesses = getattr(config.option, "numprocesses", None)
@@ -98,20 +106,28 @@ def record_of(config: pytest.Config) -> SessionRecord:
     """The session's lifeguard record, made when the first guarded or marked test runs."""
     record = config.stash.get(RECORD_KEY, None)
     if record is None:
-        from lifeguard.pytest_plugin.runner import interpreter
-        from lifeguard.pytest_plugin.session_report import SessionRecord
+        from lifeguard.child.forked_test import harness_imports
 
-        settings = config.stash[SETTINGS_KEY]
-        factory = getattr(config, "_tmp_path_factory", None)  # pytest's tmp_path_factory (private attribute)
-        if factory is not None:  # pytest rotates this tree: the last few sessions' evidence stays findable
-            runs_root = factory.getbasetemp() / "lifeguard"
-        else:  # -p no:tmpdir
-            import tempfile
-            from pathlib import Path
+        with harness_imports():  # pytest's tmp folder and the interpreter's description import modules
+            record = config.stash[RECORD_KEY] = _new_record(config)
+    return record
 
-            runs_root = Path(tempfile.mkdtemp(prefix="lifeguard-pytest-"))
-        record = config.stash[RECORD_KEY] = SessionRecord(interpreter(), settings.report_dir, runs_root)
-        record.as_shard(settings.shard, config.stash.get(PLAN_KEY, ""))
+
+def _new_record(config: pytest.Config) -> SessionRecord:
+    from lifeguard.pytest_plugin.runner import interpreter
+    from lifeguard.pytest_plugin.session_report import SessionRecord
+
+    settings = config.stash[SETTINGS_KEY]
+    factory = getattr(config, "_tmp_path_factory", None)  # pytest's tmp_path_factory (private attribute)
+    if factory is not None:  # pytest rotates this tree: the last few sessions' evidence stays findable
+        runs_root = factory.getbasetemp() / "lifeguard"
+    else:  # -p no:tmpdir
+        import tempfile
+        from pathlib import Path
+
+        runs_root = Path(tempfile.mkdtemp(prefix="lifeguard-pytest-"))
+    record = SessionRecord(interpreter(), settings.report_dir, runs_root)
+    record.as_shard(settings.shard, config.stash.get(PLAN_KEY, ""))
     return record
 
 

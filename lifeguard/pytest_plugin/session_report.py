@@ -15,6 +15,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from lifeguard.child.forked_test import harness_imports
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome, Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, Session, series_label
@@ -78,10 +79,11 @@ class SessionRecord:
     def open(self) -> list[Sink]:
         """Before a test's first run (a report folder is emptied of an earlier session's files when opened)."""
         if self._sinks is None:  # on the first test: a session without guarded tests writes nothing
-            self._sinks = sinks_for(terminal=False, report_dir=self.report_dir)
-            self.session.runs_dir = self.runs_root
-            for sink in self._sinks:
-                sink.start(self.session, None)
+            with harness_imports():  # the report writers' modules: not finalized in every forked test
+                self._sinks = sinks_for(terminal=False, report_dir=self.report_dir)
+                self.session.runs_dir = self.runs_root
+                for sink in self._sinks:
+                    sink.start(self.session, None)
         return self._sinks
 
     def add(self, scenario: Scenario, results: list[RunResult]) -> list[SeriesSummary]:
