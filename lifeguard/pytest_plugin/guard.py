@@ -22,6 +22,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -144,16 +145,15 @@ def run_forked(item: pytest.Item, runtest: Callable[[], object], record: Session
                        timeout=timeout, run_dir=run_dir, expected="passed", mode=StartMode.PYTEST_FORK,
                        replay=scenario.replay or "")
         result = explain_failure(spec, run_in_fork(spec, _body(item, run_dir, runtest), capture_hooks=(capture_hang,),
-                                                   live=live, own_streams=capture == "sys"))
+                                                   live=live, own_streams=capture == "sys",
+                                                   meanwhile=partial(record.remove_discarded, run_dir)))
         if note:
             result = replace(result, notes=(*result.notes, note))
         results.append(result)
         if live is None:
             _show_output(result)
         if result.outcome is Outcome.PASSED:
-            import shutil
-
-            shutil.rmtree(run_dir, ignore_errors=True)
+            record.discard(run_dir)
     summaries = record.add(scenario, results)
     user_properties(item, summaries, record.report_dir)
     if any(summary.verdict is Verdict.UNEXPECTED for summary in summaries):

@@ -61,6 +61,22 @@ class SessionRecord:
         self._tallies: dict[tuple[str, str], SeriesTally] = {}
         self._index: list[str] = []
         self._began = time.monotonic()
+        self._discarded: list[Path] = []  # passed runs' folders, not removed yet
+
+    def discard(self, run_dir: Path) -> None:
+        """A passed run's folder, to remove (remove_discarded): while the next forked test's child starts, where
+        the removal costs the session nothing, or at the session's end."""
+        self._discarded.append(run_dir)
+
+    def remove_discarded(self, keep: Path | None = None) -> None:
+        """Remove the discarded folders but ``keep`` (the folder of the run starting now: a test run again in
+        this session, by a plugin that reruns failures, uses the same one)."""
+        import shutil
+
+        folders, self._discarded = self._discarded, []
+        for folder in folders:
+            if folder != keep:
+                shutil.rmtree(folder, ignore_errors=True)
 
     @property
     def shard_text(self) -> str:
@@ -148,6 +164,7 @@ class SessionRecord:
 
     def finish(self, *, interrupted: bool) -> None:
         """pytest's session is over: the summaries, and every sink's last files."""
+        self.remove_discarded()
         if self._sinks is None:
             return
         session = self.session

@@ -28,10 +28,11 @@ from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP, CaptureHook, starting, s
 
 def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Event | None = None,
                 capture_hooks: tuple[CaptureHook, ...] = (), live: LiveOutput | None = None,
-                own_streams: bool = False) -> RunResult:
+                own_streams: bool = False, meanwhile: Callable[[], None] | None = None) -> RunResult:
     """Fork, run ``body`` in the child (its return value is the exit code) and supervise the child to its
     end. Call it from the main thread: a fork copies only the calling thread. ``own_streams``: the child's
-    sys.stdout and sys.stderr write to its relays (forked_test.become_run)."""
+    sys.stdout and sys.stderr write to its relays (forked_test.become_run). ``meanwhile``: the caller's
+    work done as the child starts (supervise)."""
     files, events_fd = RunFiles.create(spec.run_dir)
     relays = Relays(spec, files.stdout, files.stderr, DEFAULT_OUTPUT_CAP, live)
     run_id = os.urandom(16).hex()
@@ -60,4 +61,4 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
             gc.unfreeze()
         membership.started(pid)
     return supervise(spec, ForkedChild(pid), membership, files, relays, started, cancel=cancel,
-                     capture_hooks=capture_hooks)
+                     capture_hooks=capture_hooks, meanwhile=meanwhile)

@@ -15,7 +15,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -263,8 +263,9 @@ def _from_head_start(spec: RunSpec, *, cancel: threading.Event | None, capture_h
 
 def supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, files: RunFiles, relays: Relays,
               started: float, *, cancel: threading.Event | None = None,
-              capture_hooks: tuple[CaptureHook, ...] = ()) -> RunResult:
-    """Watch a started run to its end: deadline, escalation ladder, leftovers, verdict data."""
+              capture_hooks: tuple[CaptureHook, ...] = (), meanwhile: Callable[[], None] | None = None) -> RunResult:
+    """Watch a started run to its end: deadline, escalation ladder, leftovers, verdict data. ``meanwhile``:
+    the caller's own work, done first, while the run's child starts (on another core)."""
     python_stacks: dict[str, str] = {}
     backtraces: list[ProcessStacks] = []
     leftovers: list[Leftover] = []
@@ -275,6 +276,8 @@ def supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fil
     ended_early: float | None = None
     interrupted = False
     try:
+        if meanwhile is not None:
+            meanwhile()
         deadline = started + spec.timeout
         if spec.deadline_from_body:
             deadline, overran = _body_start_deadline(spec, handle, membership, files.events, started, cancel)
