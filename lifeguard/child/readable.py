@@ -9,7 +9,6 @@ Standard library only: the child side uses it too.
 
 from __future__ import annotations
 
-import math
 import select
 
 _READABLE = select.POLLIN | select.POLLHUP | select.POLLERR
@@ -21,7 +20,11 @@ def readable(fds: list[int], timeout: float | None) -> list[int]:
     poller = select.poll()
     for fd in fds:
         poller.register(fd, _READABLE)
-    # poll counts in milliseconds: rounded up, a wait of 0.4 ms is 1 ms, not a look that never waits.
-    events = poller.poll(None if timeout is None else max(0, math.ceil(timeout * 1000)))
+    wait = None
+    if timeout is not None:  # poll counts in milliseconds
+        wait = max(0, int(timeout * 1000))
+        if wait < timeout * 1000:  # rounded up: a wait of 0.4 ms is 1 ms, not a look that never waits
+            wait += 1
+    events = poller.poll(wait)
     ready = {fd for fd, _ in events}
     return [fd for fd in fds if fd in ready]
