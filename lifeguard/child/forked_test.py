@@ -31,6 +31,7 @@ import os
 import sys
 
 from lifeguard.child import bootstrap, cores, emit, protocol
+from lifeguard.child import watchdog as child_watchdog
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -148,12 +149,13 @@ def _atexit_as_a_test_process(entries: list[tuple[Callable[..., object], tuple[A
 
 def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: dict[str, Any],
                body: Callable[[], int], *, own_streams: bool = False,
-               supervisor_only: tuple[int, ...] = ()) -> NoReturn:
+               supervisor_only: tuple[int, ...] = (), watchdog: tuple[int, str] | None = None) -> NoReturn:
     """In the forked child: become the run, call ``body`` (its return value is the exit code), then exit as
     a process does. Never returns into the pytest code that forked it, whatever happens. ``own_streams``:
     sys.stdout and sys.stderr write to the run's relays too (see _own_output). ``supervisor_only``: descriptors
-    the child closes first (the watchdog's pipe: while a copy is open, the watchdog cannot see the supervisor
-    die, and this child would outlive it)."""
+    the child closes first. ``watchdog``: the watchdog's pipe (its write end, the supervisor's) and the run's
+    id: the child registers itself there as its own session's leader, then closes it (while a copy is open,
+    the watchdog cannot see the supervisor die, and this child would outlive it)."""
     code = SETUP_FAILED
     try:
         events_fd, out_fd, err_fd = fds
@@ -170,6 +172,8 @@ def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: 
                 os.write(err_fd, f"lifeguard: the run could not join its cgroup {join}: {exc}\n".encode())
                 os._exit(SETUP_FAILED)
         os.setsid()  # a terminal's Ctrl-C reaches pytest, which kills the run's tree itself
+        if watchdog is not None:
+            _register_with(*watchdog)
         _own_output(out_fd, err_fd, own_streams)
         os.environ.update(env)
         os.environ[protocol.EVENTS_FD_ENV] = str(events_fd)
@@ -199,6 +203,19 @@ def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: 
         finally:
             os._exit(SETUP_FAILED)
     _exit_as_a_process(code)
+
+
+def _register_with(watchdog_fd: int, run_id: str) -> None:
+    """Tell the watchdog of this run before anything of the test's runs, then close our copy of its pipe.
+    The supervisor tells it too, after the fork, but a supervisor killed before it got there (descheduled
+    on a loaded machine while the test already ran) left the test running for ever: the watchdog saw the
+    end of its pipe with no run registered. Until this write, the copy held here keeps that end away."""
+    try:
+        os.write(watchdog_fd, child_watchdog.run_line(os.getpid(), run_id))  # one line: one atomic write
+    except OSError:
+        pass  # the watchdog is gone: the supervisor still kills the run itself
+    finally:
+        os.close(watchdog_fd)
 
 
 def _own_output(out_fd: int, err_fd: int, own_streams: bool) -> None:

@@ -102,6 +102,11 @@ def kill_runs(runs: dict[int, str], marker: str) -> None:
         time.sleep(ROUND_PAUSE)
 
 
+def run_line(session_id: int, run_id: str) -> bytes:
+    """The line that registers a run (its session id and its marker's value)."""
+    return f"run {session_id} {run_id}\n".encode(errors="surrogateescape")
+
+
 def main() -> None:
     # The run marker's variable name comes as the argument: this file runs without the package on its path.
     watch(sys.stdin.buffer, sys.argv[1])

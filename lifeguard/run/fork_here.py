@@ -56,7 +56,7 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
             if pid == 0:
                 forked_test.become_run(str(join) if join is not None else "", fds, env, child, body,
                                        own_streams=own_streams,
-                                       supervisor_only=(watchdog_fd,) if watchdog_fd else ())
+                                       watchdog=(watchdog_fd, run_id) if watchdog_fd is not None else None)
         finally:
             gc.unfreeze()
         membership.started(pid)

@@ -486,6 +486,46 @@ def test_a_stopped_pytest_leaves_no_forked_test_behind(plugin_env: pytest.Pytest
         assert report["interrupted"] is True  # an interrupted session is never "all as expected"
 
 
+# The supervisor descheduled just after the fork (as on a loaded machine), before it has told its watchdog of
+# the run, while the forked test already runs.
+LATE_SUPERVISOR = """
+import time
+
+from lifeguard.run import containment
+
+told = containment.GuardedSubreaper.started
+
+
+def late(self, root):
+    time.sleep(600)
+    told(self, root)
+
+
+containment.GuardedSubreaper.started = late
+"""
+
+
+def test_a_supervisor_killed_before_it_registered_the_run_leaves_no_forked_test_behind(
+        plugin_env: pytest.Pytester, pace: Pace) -> None:
+    pid_file = plugin_env.path / "child.pid"
+    plugin_env.makeconftest(LATE_SUPERVISOR)
+    plugin_env.makepyfile(test_sleeper=SLEEPER.format(pid_file=str(pid_file)))
+    proc = _start_pytest(plugin_env.path, "--lifeguard")
+    try:
+        wait_for(pid_file.exists, "the forked test to start", timeout=INNER_SESSION_TIMEOUT)
+        child = int(pid_file.read_text())
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=INNER_SESSION_TIMEOUT)
+        # The watchdog saw its pipe end only after the child had registered itself there.
+        wait_for(lambda: not pid_alive(child), f"the forked test {child} to be gone", timeout=pace.deadline(10))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        if pid_file.exists() and pid_alive(left := int(pid_file.read_text())):
+            os.kill(left, signal.SIGKILL)  # left behind (the failure this test is about): it holds the output
+        proc.communicate(timeout=INNER_SESSION_TIMEOUT)
+
+
 MODES = """
 import threading
 
