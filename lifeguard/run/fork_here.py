@@ -34,7 +34,7 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
     sys.stdout and sys.stderr write to its relays (forked_test.become_run). ``meanwhile``: the caller's
     work done as the child starts (supervise)."""
     files, events_fd = RunFiles.create(spec.run_dir)
-    relays = Relays(spec, files.stdout, files.stderr, DEFAULT_OUTPUT_CAP, live)
+    relays = Relays(spec, files.stdout, files.stderr, DEFAULT_OUTPUT_CAP, live, pump_now=False)
     run_id = os.urandom(16).hex()
     # Tracked by ancestry, never by a cgroup: the child is ours, pytest runs one test at a time (every orphan
     # that comes to us while it lives is the run's), and moving a process into a cgroup after a pause costs

@@ -30,7 +30,7 @@ class Relay:
     """One stream (``name`` "stdout" or "stderr") of one run into ``path``, keeping at most ``cap`` bytes."""
 
     def __init__(self, path: Path, cap: int, name: str, spec: RunSpec, live: LiveOutput | None,
-                 pipe: tuple[int, int] | None = None) -> None:
+                 pipe: tuple[int, int] | None = None, *, pump_now: bool = True) -> None:
         self.path = path
         self.head_room = cap // 2
         self.tail_room = cap - self.head_room
@@ -49,7 +49,8 @@ class Relay:
         self._written = 0
         self._thread = threading.Thread(target=self._pump, args=(read_end,), name=f"lifeguard-relay-{name}",
                                         daemon=True)
-        self._thread.start()
+        if pump_now:  # else from started(): see Relays
+            self._thread.start()
 
     def _pump(self, fd: int) -> None:
         poller = select.poll()
@@ -87,10 +88,13 @@ class Relay:
             self._tail_size -= len(self._tail.popleft())
 
     def started(self) -> None:
-        """The child has its end: ours is closed, so end of file comes when the run's last writer exits."""
+        """The child has its end: ours is closed, so end of file comes when the run's last writer exits; the
+        pump runs from now on, if it did not yet."""
         if self.child_end >= 0:
             os.close(self.child_end)
             self.child_end = -1
+        if self._thread.ident is None:
+            self._thread.start()
 
     def close(self) -> None:
         """Wait (bounded) for the end of the stream, then write the kept tail after the head."""
@@ -115,11 +119,15 @@ class Relays:
     """A run's two relays."""
 
     def __init__(self, spec: RunSpec, stdout: Path, stderr: Path, cap: int, live: LiveOutput | None,
-                 pipes: tuple[tuple[int, int], tuple[int, int]] | None = None) -> None:
+                 pipes: tuple[tuple[int, int], tuple[int, int]] | None = None, *, pump_now: bool = True) -> None:
+        """``pump_now``: the pumps start at once; else once the child has its ends (started()), for a child
+        forked from this process: a fork while they run is a fork of a multi-threaded process, which Python
+        3.12 and later warn of at every fork (a DeprecationWarning in every forked test's report, and a
+        failure under ``-W error``). The pipes hold what the child writes until then."""
         self.spec = spec
         self.live = live
-        self.stdout = Relay(stdout, cap, "stdout", spec, live, pipes[0] if pipes else None)
-        self.stderr = Relay(stderr, cap, "stderr", spec, live, pipes[1] if pipes else None)
+        self.stdout = Relay(stdout, cap, "stdout", spec, live, pipes[0] if pipes else None, pump_now=pump_now)
+        self.stderr = Relay(stderr, cap, "stderr", spec, live, pipes[1] if pipes else None, pump_now=pump_now)
         self._closed = False
 
     @property

@@ -486,6 +486,35 @@ def test_a_stopped_pytest_leaves_no_forked_test_behind(plugin_env: pytest.Pytest
         assert report["interrupted"] is True  # an interrupted session is never "all as expected"
 
 
+# Counts the threads of pytest's process at each fork (Python 3.12 and later warn of a fork of a
+# multi-threaded process: a DeprecationWarning in every test's report, a failure under -W error).
+FORK_THREADS = """
+import os
+import threading
+
+fork = os.fork
+
+
+def counting_fork():
+    with open({counts!r}, "a") as f:
+        f.write(f"{{threading.active_count()}}\\n")
+    return fork()
+
+
+os.fork = counting_fork
+"""
+
+
+def test_pytest_s_process_forks_each_test_with_no_thread_of_lifeguard_s_running(plugin_env: pytest.Pytester) -> None:
+    counts = plugin_env.path / "threads.txt"
+    plugin_env.makeconftest(FORK_THREADS.format(counts=str(counts)))
+    plugin_env.makepyfile(test_two="def test_one():\n    print('out')\n\n\ndef test_two():\n    pass\n")
+    result = plugin_env.runpytest_subprocess("--lifeguard", "-W", "error::DeprecationWarning",
+                                             timeout=INNER_SESSION_TIMEOUT)
+    result.assert_outcomes(passed=2)
+    assert counts.read_text().split() == ["1", "1"]  # the relays' pumps start after the fork
+
+
 # The supervisor descheduled just after the fork (as on a loaded machine), before it has told its watchdog of
 # the run, while the forked test already runs.
 LATE_SUPERVISOR = """
