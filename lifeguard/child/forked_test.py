@@ -149,21 +149,16 @@ def _atexit_as_a_test_process(entries: list[tuple[Callable[..., object], tuple[A
 
 def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: dict[str, Any],
                body: Callable[[], int], *, own_streams: bool = False,
-               supervisor_only: tuple[int, ...] = (), watchdog: tuple[int, str] | None = None) -> NoReturn:
+               watchdog: tuple[int, str] | None = None) -> NoReturn:
     """In the forked child: become the run, call ``body`` (its return value is the exit code), then exit as
     a process does. Never returns into the pytest code that forked it, whatever happens. ``own_streams``:
-    sys.stdout and sys.stderr write to the run's relays too (see _own_output). ``supervisor_only``: descriptors
-    the child closes first. ``watchdog``: the watchdog's pipe (its write end, the supervisor's) and the run's
-    id: the child registers itself there as its own session's leader, then closes it (while a copy is open,
-    the watchdog cannot see the supervisor die, and this child would outlive it)."""
+    sys.stdout and sys.stderr write to the run's relays too (see _own_output). ``watchdog``: the watchdog's
+    pipe (its write end, the supervisor's) and the run's id: the child registers itself there as its own
+    session's leader, then closes it (while a copy is open, the watchdog cannot see the supervisor die, and
+    this child would outlive it)."""
     code = SETUP_FAILED
     try:
         events_fd, out_fd, err_fd = fds
-        for fd in supervisor_only:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
         if join:  # before anything of the test's can fork: nothing may start outside the run's cgroup
             try:
                 with open(join, "w") as f:
@@ -211,7 +206,8 @@ def _register_with(watchdog_fd: int, run_id: str) -> None:
     on a loaded machine while the test already ran) left the test running for ever: the watchdog saw the
     end of its pipe with no run registered. Until this write, the copy held here keeps that end away."""
     try:
-        os.write(watchdog_fd, child_watchdog.run_line(os.getpid(), run_id))  # one line: one atomic write
+        line = child_watchdog.run_line(os.getpid(), run_id) + "\n"
+        os.write(watchdog_fd, line.encode(errors="surrogateescape"))  # one line: one atomic write
     except OSError:
         pass  # the watchdog is gone: the supervisor still kills the run itself
     finally:

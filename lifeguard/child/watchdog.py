@@ -102,9 +102,9 @@ def kill_runs(runs: dict[int, str], marker: str) -> None:
         time.sleep(ROUND_PAUSE)
 
 
-def run_line(session_id: int, run_id: str) -> bytes:
-    """The line that registers a run (its session id and its marker's value)."""
-    return f"run {session_id} {run_id}\n".encode(errors="surrogateescape")
+def run_line(session_id: int, run_id: str) -> str:
+    """The line that registers a run (its session id and its marker's value), without its newline."""
+    return f"run {session_id} {run_id}"
 
 
 def main() -> None:

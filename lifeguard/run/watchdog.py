@@ -83,7 +83,7 @@ class Watchdog:
         self._tell(f"released {folder}")
 
     def guard_run(self, session_id: int, run_id: str) -> None:
-        self._tell(child_watchdog.run_line(session_id, run_id).decode(errors="surrogateescape").rstrip("\n"))
+        self._tell(child_watchdog.run_line(session_id, run_id))
 
     def release_run(self, session_id: int) -> None:
         self._tell(f"done {session_id}")
