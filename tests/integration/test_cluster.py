@@ -44,7 +44,9 @@ def crashes_at_exit():
 
 @lifeguard.scenario(expect={{"default": "hung@run"}}, repeat=1, timeout={deadline})
 def hangs():
-    Path({pid_file!r}).write_text(str(os.getpid()))
+    staged = Path({pid_file!r} + ".part")  # written whole, then renamed: the test reads it once it exists
+    staged.write_text(str(os.getpid()))
+    staged.rename({pid_file!r})
     time.sleep(600)
 """
 

@@ -375,7 +375,10 @@ from pathlib import Path
 
 
 def test_sleeps():
-    Path({pid_file!r}).write_text(str(os.getpid()))
+    # Written whole, then renamed: the test reads the file as soon as it exists (an empty read failed a CI run).
+    staged = Path({pid_file!r} + ".part")
+    staged.write_text(str(os.getpid()))
+    staged.rename({pid_file!r})
     time.sleep(600)
 """
 
