@@ -10,8 +10,8 @@ lifetime bugs this tool exists for happen (a static destructor releasing a Pytho
 ``Py_Finalize``: the onnxruntime incident).
 
 Finalizing a copy of the whole pytest process would cost ~50-100 ms a test, nearly all of it copy-on-write
-faults while pytest's own objects are freed. So the supervisor freezes its heap for the garbage collector
-before the fork (``gc.freeze``), and the child takes the modules that were loaded before the test session
+faults while pytest's own objects are freed. So the child freezes the heap it inherits for the garbage
+collector as it starts (``gc.freeze``), and takes the modules that were loaded before the test session
 began (pytest, its plugins, lifeguard: ``harness_modules``) out of ``sys.modules``: finalization then finalizes
 what the tests imported (the test modules, the extensions under test, what they loaded) as a process running
 them would, and leaves the harness's objects alone. The modules the exit itself runs on (threading, os, io,
@@ -27,6 +27,7 @@ Standard library and ``lifeguard.child`` only.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import sys
 
@@ -156,6 +157,11 @@ def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: 
     pipe (its write end, the supervisor's) and the run's id: the child registers itself there as its own
     session's leader, then closes it (while a copy is open, the watchdog cannot see the supervisor die, and
     this child would outlive it)."""
+    # First of all: the inherited heap is frozen for the garbage collector, so the child's collections (its
+    # final one included) neither walk it nor write to it, and it pays for its own objects only. Frozen here,
+    # not in the parent before the fork: the pytest process's own collections go on as in plain pytest (a
+    # freeze there, undone after the fork, left every young object of the session in the oldest generation).
+    gc.freeze()
     code = SETUP_FAILED
     try:
         events_fd, out_fd, err_fd = fds

@@ -9,7 +9,6 @@ escalation ladder, tree kill, classification).
 
 from __future__ import annotations
 
-import gc
 import os
 import threading
 import time
@@ -47,18 +46,12 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
     child = child_spec(spec)
     fds = (events_fd, *relays.child_ends)
     with starting(membership, relays, events_fd):
-        # Frozen, the inherited heap is not walked by the child's collections nor written to by them: a
-        # child pays for its own objects only (see forked_test). The parent thaws at once.
-        gc.freeze()
-        try:
-            started = time.monotonic()
-            pid = os.fork()
-            if pid == 0:
-                forked_test.become_run(str(join) if join is not None else "", fds, env, child, body,
-                                       own_streams=own_streams,
-                                       watchdog=(watchdog_fd, run_id) if watchdog_fd is not None else None)
-        finally:
-            gc.unfreeze()
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            forked_test.become_run(str(join) if join is not None else "", fds, env, child, body,
+                                   own_streams=own_streams,
+                                   watchdog=(watchdog_fd, run_id) if watchdog_fd is not None else None)
         membership.started(pid)
     return supervise(spec, ForkedChild(pid), membership, files, relays, started, cancel=cancel,
                      capture_hooks=capture_hooks, meanwhile=meanwhile)
