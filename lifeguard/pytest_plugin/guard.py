@@ -126,9 +126,9 @@ def _body(item: pytest.Item, run_dir: Path, runtest: Callable[[], object]) -> Ca
 
 
 def run_forked(item: pytest.Item, runtest: Callable[[], object], record: SessionRecord, *, timeout: float,
-               repeat: int, note: str = "") -> None:
+               repeat: int, note: str = "", next_test: str | None = None) -> None:
     """Run the item's body ``repeat`` times, each in a child forked from here; fail, skip or pass the test
-    by the verdict."""
+    by the verdict. ``next_test``: the node id of the test pytest runs next, whose folder is made meanwhile."""
     scenario = scenario_for(item, timeout, repeat)
     indices = runs_in_shard(item.nodeid, repeat, record.shard)
     if not indices:
@@ -146,7 +146,8 @@ def run_forked(item: pytest.Item, runtest: Callable[[], object], record: Session
                        replay=scenario.replay or "")
         result = explain_failure(spec, run_in_fork(spec, _body(item, run_dir, runtest), capture_hooks=(capture_hang,),
                                                    live=live, own_streams=capture == "sys",
-                                                   meanwhile=partial(record.remove_discarded, run_dir)))
+                                                   meanwhile=partial(record.meanwhile, run_dir, next_test),
+                                                   reuse=record.spare(run_dir)))
         if note:
             result = replace(result, notes=(*result.notes, note))
         results.append(result)
@@ -189,8 +190,9 @@ def fresh_refusal(item: pytest.Item) -> str | None:
 
 
 def run_guarded(item: pytest.Item, runtest: Callable[[], object], settings: Settings, record: SessionRecord,
-                *, pytest_timeout: float | None) -> None:
-    """An unmarked test under --lifeguard, forked or in a new interpreter as ``--lifeguard-mode`` says."""
+                *, pytest_timeout: float | None, next_test: str | None = None) -> None:
+    """An unmarked test under --lifeguard, forked or in a new interpreter as ``--lifeguard-mode`` says
+    (``next_test``: see run_forked)."""
     timeout = settings.timeout or DEFAULT_TIMEOUT
     if pytest_timeout is not None:
         timeout = min(timeout, pytest_timeout)
@@ -206,7 +208,8 @@ def run_guarded(item: pytest.Item, runtest: Callable[[], object], settings: Sett
     if threads:
         note = (f"forked while pytest's process ran other threads ({', '.join(threads[:5])}): the child has none "
                 "of them, so a hang on a lock one of them held would be the fork's, not the test's")
-    run_forked(item, _checked(item, runtest), record, timeout=timeout, repeat=repeat, note=note)
+    run_forked(item, _checked(item, runtest), record, timeout=timeout, repeat=repeat, note=note,
+               next_test=next_test)
 
 
 def _run_fresh(item: pytest.Item, settings: Settings, record: SessionRecord, timeout: float, repeat: int) -> None:

@@ -43,6 +43,7 @@ MARKER_KEY: pytest.StashKey[MarkerOptions] = pytest.StashKey()
 RECORD_KEY: pytest.StashKey[SessionRecord] = pytest.StashKey()
 PYTEST_TIMEOUT_KEY: pytest.StashKey[float] = pytest.StashKey()  # pytest-timeout's timeout of a guarded test
 PLAN_KEY: pytest.StashKey[str] = pytest.StashKey()  # the collected tests' fingerprint (--lifeguard-shard)
+NEXT_KEY: pytest.StashKey[str] = pytest.StashKey()  # under --lifeguard: the node id of the test run after this one
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -197,6 +198,14 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Under --lifeguard, note the next test: its evidence folder is made while this test's child runs."""
+    settings = item.config.stash.get(SETTINGS_KEY, None)
+    if nextitem is not None and settings is not None and settings.guard_all:
+        item.stash[NEXT_KEY] = nextitem.nodeid
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Check a marked test before its fixtures are set up: a bad marker is a setup error."""
     marker = item.get_closest_marker("lifeguard")
@@ -255,7 +264,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     def guarded() -> None:
         problem = ""
         try:
-            run_guarded(item, original, settings, record, pytest_timeout=timeout)
+            run_guarded(item, original, settings, record, pytest_timeout=timeout,
+                        next_test=item.stash.get(NEXT_KEY, None))
             return
         except LifeguardError as exc:  # a run lifeguard could not start: the test's error, with the fix
             problem = f"lifeguard: {exc}\n{exc.HELP_TEXT}".rstrip()

@@ -64,9 +64,29 @@ class SessionRecord:
         self._discarded: list[Path] = []  # passed runs' folders, not removed yet
 
     def discard(self, run_dir: Path) -> None:
-        """A passed run's folder, to remove (remove_discarded): while the next forked test's child starts, where
-        the removal costs the session nothing, or at the session's end."""
+        """A passed run's folder, no longer needed: the next forked test's folder is made of it (spare), and
+        what is not is removed (remove_discarded) while the next forked test's child starts, where the removal
+        costs the session nothing, or at the session's end."""
         self._discarded.append(run_dir)
+
+    def spare(self, run_dir: Path) -> Path | None:
+        """A discarded folder that can become ``run_dir`` (any but ``run_dir`` itself: a test run again in this
+        session, by a plugin that reruns failures, uses the same one), taken out of the discarded ones."""
+        for index, folder in enumerate(self._discarded):
+            if folder != run_dir:
+                return self._discarded.pop(index)
+        return None
+
+    def meanwhile(self, run_dir: Path, next_test: str | None) -> None:
+        """While a forked test's child runs (``run_dir`` its folder): remove the discarded folders, and make
+        the folder of the test pytest runs next (``next_test``, a node id), so that test's run folder is a
+        rename away (RunFiles.create), with no folder made on its own time."""
+        self.remove_discarded(run_dir)
+        if next_test is not None:
+            try:
+                self.folder_of(next_test).mkdir(parents=True, exist_ok=True)
+            except OSError:
+                pass  # made when that test starts, or said then why not
 
     def remove_discarded(self, keep: Path | None = None) -> None:
         """Remove the discarded folders but ``keep`` (the folder of the run starting now: a test run again in

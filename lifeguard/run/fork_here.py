@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from lifeguard.child import forked_test
 from lifeguard.model.result import RunResult
@@ -27,12 +28,14 @@ from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP, CaptureHook, starting, s
 
 def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Event | None = None,
                 capture_hooks: tuple[CaptureHook, ...] = (), live: LiveOutput | None = None,
-                own_streams: bool = False, meanwhile: Callable[[], None] | None = None) -> RunResult:
+                own_streams: bool = False, meanwhile: Callable[[], None] | None = None,
+                reuse: Path | None = None) -> RunResult:
     """Fork, run ``body`` in the child (its return value is the exit code) and supervise the child to its
     end. Call it from the main thread: a fork copies only the calling thread. ``own_streams``: the child's
     sys.stdout and sys.stderr write to its relays (forked_test.become_run). ``meanwhile``: the caller's
-    work done as the child starts (supervise)."""
-    files, events_fd = RunFiles.create(spec.run_dir)
+    work done as the child starts (supervise). ``reuse``: a passed run's folder to make the run's folder of
+    (RunFiles.create)."""
+    files, events_fd = RunFiles.create(spec.run_dir, reuse=reuse)
     relays = Relays(spec, files.stdout, files.stderr, DEFAULT_OUTPUT_CAP, live, pump_now=False)
     run_id = os.urandom(16).hex()
     # Tracked by ancestry, never by a cgroup: the child is ours, pytest runs one test at a time (every orphan
