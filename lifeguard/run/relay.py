@@ -27,10 +27,11 @@ DRAIN_TIMEOUT = 2.0
 
 
 class Relay:
-    """One stream (``name`` "stdout" or "stderr") of one run into ``path``, keeping at most ``cap`` bytes."""
+    """One stream (``name`` "stdout" or "stderr") of one run into ``path``, keeping at most ``cap`` bytes. Its
+    pipe is read by the pump of its Relays."""
 
     def __init__(self, path: Path, cap: int, name: str, spec: RunSpec, live: LiveOutput | None,
-                 pipe: tuple[int, int] | None = None, *, pump_now: bool = True) -> None:
+                 pipe: tuple[int, int] | None = None) -> None:
         self.path = path
         self.head_room = cap // 2
         self.tail_room = cap - self.head_room
@@ -40,38 +41,22 @@ class Relay:
         self.dropped = 0
         self._tail: deque[bytes] = deque()
         self._tail_size = 0
-        self._stop = threading.Event()
-        self._lock = threading.Lock()  # the file and the tail, between the pump and close()
+        self.lock = threading.Lock()  # the file and the tail, between the pump and finish()
         # Both ends close-on-exec; the child's end is handed on explicitly (``pipe``: one made for a child
         # started before the relay, lifeguard.run.headstart).
-        read_end, self.child_end = pipe if pipe is not None else os.pipe()
+        self.read_end, self.child_end = pipe if pipe is not None else os.pipe()
         self._file = open(path, "ab", buffering=0)
         self._written = 0
-        self._thread = threading.Thread(target=self._pump, args=(read_end,), name=f"lifeguard-relay-{name}",
-                                        daemon=True)
-        if pump_now:  # else from started(): see Relays
-            self._thread.start()
 
-    def _pump(self, fd: int) -> None:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN | select.POLLHUP)
-        try:
-            while not self._stop.is_set():  # also while data keeps coming (a writer that escaped the kill)
-                if not poller.poll(POLL_MS):
-                    continue
-                data = os.read(fd, READ_CHUNK)
-                if not data:
-                    return
-                with self._lock:
-                    if self._file.closed:
-                        return
-                    self._keep(data)
-                if self.live is not None:
-                    self.live.write(self.spec, self.name, data)
-        except OSError:
-            return
-        finally:
-            os.close(fd)
+    def take(self, data: bytes) -> bool:
+        """What the pump read; False once the stream is finished (nothing more is kept)."""
+        with self.lock:
+            if self._file.closed:
+                return False
+            self._keep(data)
+        if self.live is not None:
+            self.live.write(self.spec, self.name, data)
+        return True
 
     def _keep(self, data: bytes) -> None:
         if self._written < self.head_room:
@@ -87,23 +72,16 @@ class Relay:
             self.dropped += len(self._tail[0])
             self._tail_size -= len(self._tail.popleft())
 
-    def started(self) -> None:
-        """The child has its end: ours is closed, so end of file comes when the run's last writer exits; the
-        pump runs from now on, if it did not yet."""
+    def close_child_end(self) -> None:
         if self.child_end >= 0:
             os.close(self.child_end)
             self.child_end = -1
-        if self._thread.ident is None:
-            self._thread.start()
 
-    def close(self) -> None:
-        """Wait (bounded) for the end of the stream, then write the kept tail after the head."""
-        self.started()
-        self._thread.join(DRAIN_TIMEOUT)
-        if self._thread.is_alive():
-            self._stop.set()
-            self._thread.join(DRAIN_TIMEOUT)
-        with self._lock:  # a pump still alive now (its live sink blocked) finds the file closed and ends
+    def finish(self) -> None:
+        """The stream is over (or no longer read): write the kept tail after the head."""
+        with self.lock:  # a pump still alive now (its live sink blocked) finds the file closed and ends
+            if self._file.closed:
+                return
             tail = b"".join(self._tail)
             excess = len(tail) - self.tail_room
             if excess > 0:
@@ -116,33 +94,71 @@ class Relay:
 
 
 class Relays:
-    """A run's two relays."""
+    """A run's two relays, read by one pump thread (one thread a run, not one a stream: a forked test starts
+    it as its child starts, on the same two cores)."""
 
     def __init__(self, spec: RunSpec, stdout: Path, stderr: Path, cap: int, live: LiveOutput | None,
                  pipes: tuple[tuple[int, int], tuple[int, int]] | None = None, *, pump_now: bool = True) -> None:
-        """``pump_now``: the pumps start at once; else once the child has its ends (started()), for a child
-        forked from this process: a fork while they run is a fork of a multi-threaded process, which Python
+        """``pump_now``: the pump starts at once; else once the child has its ends (started()), for a child
+        forked from this process: a fork while it runs is a fork of a multi-threaded process, which Python
         3.12 and later warn of at every fork (a DeprecationWarning in every forked test's report, and a
         failure under ``-W error``). The pipes hold what the child writes until then."""
         self.spec = spec
         self.live = live
-        self.stdout = Relay(stdout, cap, "stdout", spec, live, pipes[0] if pipes else None, pump_now=pump_now)
-        self.stderr = Relay(stderr, cap, "stderr", spec, live, pipes[1] if pipes else None, pump_now=pump_now)
+        self.stdout = Relay(stdout, cap, "stdout", spec, live, pipes[0] if pipes else None)
+        self.stderr = Relay(stderr, cap, "stderr", spec, live, pipes[1] if pipes else None)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._pump, name="lifeguard-relay", daemon=True)
         self._closed = False
+        if pump_now:
+            self._thread.start()
 
     @property
     def child_ends(self) -> tuple[int, int]:
         return self.stdout.child_end, self.stderr.child_end
 
+    def _pump(self) -> None:
+        relays = {self.stdout.read_end: self.stdout, self.stderr.read_end: self.stderr}
+        poller = select.poll()
+        for fd in relays:
+            poller.register(fd, select.POLLIN | select.POLLHUP)
+        try:
+            while relays and not self._stop.is_set():  # also while data keeps coming (a writer that escaped)
+                for fd, _ in poller.poll(POLL_MS):
+                    relay = relays.get(fd)
+                    if relay is None:
+                        continue
+                    try:
+                        data = os.read(fd, READ_CHUNK)
+                    except OSError:
+                        data = b""
+                    if not data or not relay.take(data):  # end of file, or the stream finished meanwhile
+                        poller.unregister(fd)
+                        del relays[fd]
+                        os.close(fd)
+        finally:
+            for fd in relays:
+                os.close(fd)
+
     def started(self) -> None:
-        self.stdout.started()
-        self.stderr.started()
+        """The child has its ends: ours are closed, so end of file comes when the run's last writer exits;
+        the pump runs from now on, if it did not yet."""
+        self.stdout.close_child_end()
+        self.stderr.close_child_end()
+        if self._thread.ident is None:
+            self._thread.start()
 
     def close(self) -> None:
+        """Wait (bounded) for the end of both streams, then write each one's kept tail after its head."""
         if self._closed:
             return
         self._closed = True
+        self.started()
+        self._thread.join(DRAIN_TIMEOUT)
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join(DRAIN_TIMEOUT)
         for relay in (self.stdout, self.stderr):
-            relay.close()
+            relay.finish()
         if self.live is not None:
             self.live.close(self.spec)  # a last line without its newline
