@@ -7,10 +7,11 @@ below and this checkout of lifeguard; it is made on the first run (a minute: msg
 
 Each round runs every variant once, in turn, so machine noise hits them alike; the median of the rounds is
 kept. Each variant loads only its own tool's plugin (the others are switched off with ``-p no:NAME``; plain
-pytest loads none), as that tool's users have it. A variant's per-test cost is (its time - plain pytest's
-time) / tests. Printed: the times, the per-test costs, and the ratio of --lifeguard's per-test cost to
-pytest-forked's (target: at most 2). It also checks that --lifeguard gives the same pass/fail of every test
-as plain pytest, with and without `-n 2`.
+pytest loads none), as that tool's users have it; pytest-xdist's plugins are loaded only in the -n 2 rows and
+in one more serial --lifeguard row, printed apart (what a user with pytest-xdist installed pays). A variant's
+per-test cost is (its time - plain pytest's time) / tests. Printed: the times, the per-test costs, and the
+ratio of --lifeguard's per-test cost to pytest-forked's (target: at most 2). It also checks that --lifeguard
+gives the same pass/fail of every test as plain pytest, with and without `-n 2`.
 
     python benchmarks/pytest_overhead.py [--rounds 5]
 """
@@ -72,23 +73,34 @@ def prepare(root: Path) -> tuple[str, Path]:
     return python, tests
 
 
+# A row's name -> its arguments. The last row is --lifeguard with pytest-xdist's plugins loaded though the
+# session does not use them, as a user who has pytest-xdist installed runs a serial session: printed beside
+# the others so that cost is seen, not hidden (its execnet loads OpenSSL, whose exit handler then runs in every
+# forked test that exits as a process does).
+XDIST_LOADED = "--lifeguard, xdist loaded"
 VARIANTS: dict[str, list[str]] = {
     "plain": [],
     "--lifeguard": ["--lifeguard"],
     "--forked": ["--forked"],
     "--isolate": ["--isolate"],
+    XDIST_LOADED: ["--lifeguard"],
 }
 # The compared tools' plugins (their pytest11 entry point names). Each variant loads only its own tool, as a
 # user of that tool has it: a plugin that is installed but not asked for still costs every forked test what
 # it loaded into the pytest process (pytest-isolate's filelock hooks every fork; its imports load OpenSSL,
 # whose exit handler runs in a child that exits as a process does). Plain pytest loads none of them.
-TOOL_PLUGINS = {"--lifeguard": "lifeguard", "--forked": "pytest_forked", "--isolate": "pytest_isolate"}
+# pytest-xdist is the tool of the -n 2 rows: the serial rows switch its plugins off too, but for XDIST_LOADED.
+TOOL_PLUGINS = {"--lifeguard": ("lifeguard",), "--forked": ("pytest_forked",), "--isolate": ("pytest_isolate",),
+                "-n": ("xdist", "xdist.looponfail")}
 
 
 def plugins_off(variant: str) -> list[str]:
     """``-p no:NAME`` for every compared tool but the variant's own."""
-    asked = variant.split()
-    return [arg for tool, plugin in TOOL_PLUGINS.items() if tool not in asked for arg in ("-p", f"no:{plugin}")]
+    asked = variant.replace(",", " ").split()
+    if variant == XDIST_LOADED:
+        asked.append("-n")
+    return [arg for tool, plugins in TOOL_PLUGINS.items() if tool not in asked
+            for plugin in plugins for arg in ("-p", f"no:{plugin}")]
 
 
 def session(python: str, folder: Path, args: list[str], junit: Path) -> float:
@@ -137,13 +149,15 @@ def main() -> int:
         median = {name: statistics.median(values) for name, values in times.items()}
         print(f"msgpack's own suite ({MSGPACK}, built from its sdist): {tests} tests, "
               f"median of {args.rounds} rounds, Python {sys.version.split()[0]}")
-        print(f"{'variant':<14}{'session s':>11}{'per test ms':>13}")
+        print(f"{'variant':<26}{'session s':>11}{'per test ms':>13}")
         cost = {}
         for name in variants:
             cost[name] = (median[name] - median["plain"]) / max(tests, 1)
-            print(f"{name:<14}{median[name]:>11.2f}{cost[name] * 1000:>13.1f}")
+            print(f"{name:<26}{median[name]:>11.2f}{cost[name] * 1000:>13.1f}")
         ratio = cost["--lifeguard"] / cost["--forked"] if cost["--forked"] > 0 else float("inf")
         print(f"per-test cost of --lifeguard / --forked: {ratio:.2f} (target: at most 2)")
+        loaded = cost[XDIST_LOADED] / cost["--forked"] if cost["--forked"] > 0 else float("inf")
+        print(f"per-test cost of --lifeguard with xdist's plugins loaded / --forked: {loaded:.2f}")
         same = results["--lifeguard"] == results["plain"]
         print(f"same pass/fail as plain pytest: {'yes' if same else 'NO'} "
               f"({sum(v == 'passed' for v in results['plain'].values())} passed)")
