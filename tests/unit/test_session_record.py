@@ -1,12 +1,14 @@
 """The pytest plugin's session record: passed runs' folders are removed later, while the next forked test's
-child starts, and never the folder of the run starting then."""
+child starts, and never the folder of the run starting then; or one becomes the next run's folder, emptied."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from lifeguard.interpreter import resolve
 from lifeguard.pytest_plugin.session_report import SessionRecord
+from lifeguard.run.launch import RunFiles
 
 
 def _run_folder(root: Path, name: str) -> Path:
@@ -35,3 +37,35 @@ def test_the_session_s_end_removes_what_is_left(tmp_path: Path) -> None:
     record.discard(last)
     record.finish(interrupted=False)
     assert not last.exists()
+
+
+def test_a_spare_folder_is_never_the_run_s_own_and_is_handed_out_once(tmp_path: Path) -> None:
+    record = SessionRecord(resolve(None), None, tmp_path)
+    first = _run_folder(tmp_path, "test_a")
+    record.discard(first)
+    assert record.spare(first) is None  # test_a run again: its own folder is not a spare
+    second = tmp_path / "test_b" / "run-1"
+    assert record.spare(second) == first
+    assert record.spare(second) is None
+    record.remove_discarded()
+    assert first.exists()  # handed out: the next run's now, never removed as discarded
+
+
+def test_a_run_folder_made_of_a_spare_is_emptied_as_a_new_one(tmp_path: Path) -> None:
+    old = _run_folder(tmp_path, "test_a")
+    (old / "events.txt").write_text("{'event': 'started'}\n")
+    (old / "faulthandler-123.txt").write_text("a dump")
+    (old / "cores").mkdir()
+    run_dir = tmp_path / "deeper" / "test_b" / "run-1"
+    files, events_fd = RunFiles.create(run_dir, reuse=old)
+    os.close(events_fd)
+    assert not old.exists()
+    assert sorted(path.name for path in run_dir.iterdir()) == ["events.txt", "stdout.txt"]
+    assert files.events.read_text() == "" and files.stdout.read_text() == ""
+
+
+def test_a_spare_that_is_gone_gives_a_new_folder(tmp_path: Path) -> None:
+    run_dir = tmp_path / "test_b" / "run-1"
+    files, events_fd = RunFiles.create(run_dir, reuse=tmp_path / "removed meanwhile")
+    os.close(events_fd)
+    assert run_dir.is_dir() and files.events.read_text() == ""

@@ -1,0 +1,92 @@
+"""What a forked test leaves in the pytest process and in the next test's run (pytester, real forks): the
+pytest process's garbage collector is left as plain pytest has it, a run folder made of a passed run's keeps
+nothing of it, and the evidence of failed runs stays in each test's own folder."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.pytester_support import INNER_SESSION_TIMEOUT
+
+pytest_plugins = ["pytester", "tests.integration.pytester_support"]
+
+# A reference cycle made in the pytest process before each test's fork, with automatic collections off so
+# only the explicit young collection after the test can free it. A freeze of the pytest process's heap at the
+# fork, thawed after it, moved the cycle to the oldest generation, where a young collection never looks.
+YOUNG_CYCLE = """
+import gc
+import weakref
+
+import pytest
+
+gc.disable()
+freed = []
+
+
+class Node:
+    pass
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    node = Node()
+    node.itself = node
+    item.stash[KEY] = weakref.ref(node)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item):
+    gc.collect(1)
+    freed.append(item.stash[KEY]() is None)
+
+
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line(f"young cycles freed: {{freed}}; frozen now: {{gc.get_freeze_count()}}")
+
+
+KEY = pytest.StashKey()
+"""
+
+
+def test_the_pytest_process_collects_its_young_cycles_as_plain_pytest_does(plugin_env: pytest.Pytester) -> None:
+    plugin_env.makeconftest(YOUNG_CYCLE.format())
+    plugin_env.makepyfile(test_frozen="import gc\n\n\ndef test_one():\n    assert gc.get_freeze_count() > 0\n\n\n"
+                                      "def test_two():\n    pass\n")
+    result = plugin_env.runpytest_subprocess("--lifeguard", timeout=INNER_SESSION_TIMEOUT)
+    result.assert_outcomes(passed=2)  # test_one: the child's inherited heap is frozen for its collections
+    result.stdout.fnmatch_lines(["young cycles freed: [True, True]; frozen now: 0"])
+
+
+# Each test writes to descriptor 1 (as native code does): what a run's stdout.txt holds is its own output.
+TALKERS = """
+import os
+
+
+def test_a_talks_and_passes():
+    os.write(1, b"from the first test\\n")
+
+
+def test_b_talks_and_fails():
+    os.write(1, b"from the second test\\n")
+    assert False
+
+
+def test_c_talks_and_fails_too():
+    os.write(1, b"from the third test\\n")
+    assert False
+"""
+
+
+def test_a_run_folder_made_of_a_passed_run_s_keeps_nothing_of_it(plugin_env: pytest.Pytester) -> None:
+    plugin_env.makepyfile(test_talkers=TALKERS)
+    result = plugin_env.runpytest_subprocess("--lifeguard", "--lifeguard-report", "out", timeout=INNER_SESSION_TIMEOUT)
+    result.assert_outcomes(passed=1, failed=2)
+    runs = plugin_env.path / "out" / "runs" / "test_talkers.py"
+    assert not (runs / "test_a_talks_and_passes" / "run-1").exists()  # a passed run keeps no folder
+    second = runs / "test_b_talks_and_fails" / "run-1"
+    third = runs / "test_c_talks_and_fails_too" / "run-1"
+    assert (second / "stdout.txt").read_text() == "from the second test\n"
+    assert (third / "stdout.txt").read_text() == "from the third test\n"
+    for folder in (second, third):  # each its own result channel, failure text and nothing else of another's
+        assert "pytest-failure.txt" in {path.name for path in folder.iterdir()}
+        assert "from the first test" not in (folder / "stdout.txt").read_text()
