@@ -9,6 +9,7 @@ escalation ladder, tree kill, classification).
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -49,12 +50,21 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
     child = child_spec(spec)
     fds = (events_fd, *relays.child_ends)
     with starting(membership, relays, events_fd):
-        started = time.monotonic()
-        pid = os.fork()
-        if pid == 0:
-            forked_test.become_run(str(join) if join is not None else "", fds, env, child, body,
-                                   own_streams=own_streams,
-                                   watchdog=(watchdog_fd, run_id) if watchdog_fd is not None else None)
+        # The collector is off across the fork, so the child freezes its inherited heap before any collection
+        # can walk it (forked_test.become_run); each process turns it on again as it was.
+        collector = gc.isenabled()
+        gc.disable()
+        try:
+            started = time.monotonic()
+            pid = os.fork()
+            if pid == 0:
+                forked_test.become_run(str(join) if join is not None else "", fds, env, child, body,
+                                       own_streams=own_streams,
+                                       watchdog=(watchdog_fd, run_id) if watchdog_fd is not None else None,
+                                       collector=collector)
+        finally:
+            if collector:
+                gc.enable()
         membership.started(pid)
     return supervise(spec, ForkedChild(pid), membership, files, relays, started, cancel=cancel,
                      capture_hooks=capture_hooks, meanwhile=meanwhile)

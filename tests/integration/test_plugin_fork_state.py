@@ -48,13 +48,32 @@ KEY = pytest.StashKey()
 """
 
 
+# In the child: the inherited heap frozen, the collector on or off as the pytest process had it.
+FROZEN_CHILD = """
+import gc
+
+
+def test_one():
+    assert gc.get_freeze_count() > 0 and gc.isenabled() is {enabled}
+
+
+def test_two():
+    pass
+"""
+
+
 def test_the_pytest_process_collects_its_young_cycles_as_plain_pytest_does(plugin_env: pytest.Pytester) -> None:
     plugin_env.makeconftest(YOUNG_CYCLE.format())
-    plugin_env.makepyfile(test_frozen="import gc\n\n\ndef test_one():\n    assert gc.get_freeze_count() > 0\n\n\n"
-                                      "def test_two():\n    pass\n")
+    plugin_env.makepyfile(test_frozen=FROZEN_CHILD.format(enabled=False))  # the conftest turned it off
     result = plugin_env.runpytest_subprocess("--lifeguard", timeout=INNER_SESSION_TIMEOUT)
-    result.assert_outcomes(passed=2)  # test_one: the child's inherited heap is frozen for its collections
+    result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["young cycles freed: [True, True]; frozen now: 0"])
+
+
+def test_a_forked_test_has_the_collector_on_as_pytest_s_process_has_it(plugin_env: pytest.Pytester) -> None:
+    plugin_env.makepyfile(test_frozen=FROZEN_CHILD.format(enabled=True))
+    result = plugin_env.runpytest_subprocess("--lifeguard", timeout=INNER_SESSION_TIMEOUT)
+    result.assert_outcomes(passed=2)
 
 
 # Each test writes to descriptor 1 (as native code does): what a run's stdout.txt holds is its own output.
