@@ -179,7 +179,8 @@ def _reuse(old: Path, run_dir: Path) -> bool:
         with os.scandir(run_dir) as entries:
             for entry in entries:
                 if entry.name in RUN_FILES and entry.is_file(follow_symlinks=False):
-                    os.truncate(entry.path, 0)
+                    if entry.name != EVENTS_FILE and entry.stat(follow_symlinks=False).st_size:
+                        os.truncate(entry.path, 0)  # (the result channel is opened truncated by create)
                 elif entry.is_dir(follow_symlinks=False):
                     shutil.rmtree(entry.path)
                 else:
