@@ -130,9 +130,12 @@ class Relays:
                         continue
                     try:
                         data = os.read(fd, READ_CHUNK)
+                        # End of file, the stream finished meanwhile, or its file cannot be written (a full
+                        # disk): this stream is read no more.
+                        going = bool(data) and relay.take(data)
                     except OSError:
-                        data = b""
-                    if not data or not relay.take(data):  # end of file, or the stream finished meanwhile
+                        going = False
+                    if not going:
                         poller.unregister(fd)
                         del relays[fd]
                         os.close(fd)
