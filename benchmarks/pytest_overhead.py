@@ -156,6 +156,10 @@ def main() -> int:
             print(f"{name:<26}{median[name]:>11.2f}{cost[name] * 1000:>13.1f}")
         ratio = cost["--lifeguard"] / cost["--forked"] if cost["--forked"] > 0 else float("inf")
         print(f"per-test cost of --lifeguard / --forked: {ratio:.2f} (target: at most 2)")
+        # Each round's own ratio (its variants ran back to back): how far the machine's noise moves the figure.
+        rounds = [(lg - plain) / (forked - plain) for lg, forked, plain
+                  in zip(times["--lifeguard"], times["--forked"], times["plain"], strict=True) if forked > plain]
+        print(f"  each round's ratio: {' '.join(f'{r:.2f}' for r in rounds)}")
         loaded = cost[XDIST_LOADED] / cost["--forked"] if cost["--forked"] > 0 else float("inf")
         print(f"per-test cost of --lifeguard with xdist's plugins loaded / --forked: {loaded:.2f}")
         same = results["--lifeguard"] == results["plain"]
