@@ -41,7 +41,7 @@ class Relay:
         self.dropped = 0
         self._tail: deque[bytes] = deque()
         self._tail_size = 0
-        self.lock = threading.Lock()  # the file and the tail, between the pump and finish()
+        self._lock = threading.Lock()  # the file and the tail, between the pump and finish()
         # Both ends close-on-exec; the child's end is handed on explicitly (``pipe``: one made for a child
         # started before the relay, lifeguard.run.headstart).
         self.read_end, self.child_end = pipe if pipe is not None else os.pipe()
@@ -50,7 +50,7 @@ class Relay:
 
     def take(self, data: bytes) -> bool:
         """What the pump read; False once the stream is finished (nothing more is kept)."""
-        with self.lock:
+        with self._lock:
             if self._file.closed:
                 return False
             self._keep(data)
@@ -79,7 +79,7 @@ class Relay:
 
     def finish(self) -> None:
         """The stream is over (or no longer read): write the kept tail after the head."""
-        with self.lock:  # a pump still alive now (its live sink blocked) finds the file closed and ends
+        with self._lock:  # a pump still alive now (its live sink blocked) finds the file closed and ends
             if self._file.closed:
                 return
             tail = b"".join(self._tail)
@@ -125,14 +125,11 @@ class Relays:
         try:
             while relays and not self._stop.is_set():  # also while data keeps coming (a writer that escaped)
                 for fd, _ in poller.poll(POLL_MS):
-                    relay = relays.get(fd)
-                    if relay is None:
-                        continue
                     try:
                         data = os.read(fd, READ_CHUNK)
                         # End of file, the stream finished meanwhile, or its file cannot be written (a full
                         # disk): this stream is read no more.
-                        going = bool(data) and relay.take(data)
+                        going = bool(data) and relays[fd].take(data)
                     except OSError:
                         going = False
                     if not going:
