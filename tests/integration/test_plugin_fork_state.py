@@ -109,3 +109,37 @@ def test_a_run_folder_made_of_a_passed_run_s_keeps_nothing_of_it(plugin_env: pyt
     for folder in (second, third):  # each its own result channel, failure text and nothing else of another's
         assert "pytest-failure.txt" in {path.name for path in folder.iterdir()}
         assert "from the first test" not in (folder / "stdout.txt").read_text()
+
+
+# Each path finder the test process has is watched by a weak reference it holds itself, whose callback writes
+# to a file when the finder is freed (in the child's finalization, where nothing else can see it). The test
+# also imports from a folder of its own, whose new finder is the test's. (The callback holds what it calls: the
+# test module's globals are cleared before the finders are freed.)
+FINDER_WATCH = """
+import os
+import sys
+import weakref
+
+
+def test_watch_the_finders(tmp_path):
+    log = os.open({log!r}, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "own_module.py").write_text("")
+    sys.path.insert(0, str(own))
+    import own_module  # noqa: F401
+    for path, finder in list(sys.path_importer_cache.items()):
+        if finder is not None and hasattr(finder, "__dict__"):
+            data = (("own " if path == str(own) else "harness ") + path + "\\n").encode()
+            finder.lifeguard_watch = weakref.ref(finder, lambda _, data=data, write=os.write: write(log, data))
+"""
+
+
+def test_a_forked_test_s_finalization_frees_its_own_path_finders_not_pytest_s(plugin_env: pytest.Pytester) -> None:
+    log = plugin_env.path / "freed.txt"
+    plugin_env.makepyfile(test_finders=FINDER_WATCH.format(log=str(log)))
+    result = plugin_env.runpytest_subprocess("--lifeguard", timeout=INNER_SESSION_TIMEOUT)
+    result.assert_outcomes(passed=1)
+    freed = log.read_text().splitlines()
+    assert [line for line in freed if line.startswith("own ")], freed  # the finalization did free the test's
+    assert not [line for line in freed if line.startswith("harness ")], freed
