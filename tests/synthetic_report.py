@@ -25,7 +25,7 @@ PYTHON = Interpreter(executable="/usr/bin/python3.11", version=(3, 11, 7), inclu
 SERIES = 10
 # Series n fails with this rate (crashed@exit), so the page has clean, flaky and always-failing series.
 FAILURE_RATES = (0.0, 0.0, 0.0, 0.0, 0.0, 0.01, 0.05, 0.3, 0.0, 1.0)
-RUNS_KEPT = 100  # as the engine: the first runs that are evidence stay in Session.results
+RUNS_KEPT = 100  # as lifeguard.run.sink: the first runs that are evidence stay in Session.results
 
 
 def _scenario(number: int) -> Scenario:

@@ -3,35 +3,31 @@
 It wires what the engine gets handed (sinks, live output, native capture hooks, diagnosis), so no front end
 builds an engine by hand, and turns the session into the exit code DESIGN.md promises.
 
-Diagnosis and native capture are imported when a run first needs them (a failure, a hang): a session whose
-runs all pass never loads them, which keeps ``lifeguard run`` around a short program cheap.
+Diagnosis and native capture are imported when a run first needs them (a failure, a hang:
+lifeguard.cli.evidence_hooks): a session whose runs all pass never loads them, which keeps ``lifeguard run``
+around a short program cheap.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from lifeguard.build import cache_dir, unwritable_cache
+from lifeguard.cli.evidence_hooks import capture_hang, explain_failure
 from lifeguard.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNEXPECTED, BuildCacheError
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome
-from lifeguard.model.result import RunResult, Session
-from lifeguard.model.run import RunSpec
+from lifeguard.model.result import Session
 from lifeguard.model.scenario import Scenario, check_unique_names
 from lifeguard.plan.scheduler import PlanOptions
 from lifeguard.report.live import TerminalEcho
 from lifeguard.report.sinks import sinks_for
 from lifeguard.report.terminal import TerminalSink
 from lifeguard.run.engine import Engine
-from lifeguard.run.launch import child_path_dir, core_files
-from lifeguard.run.supervise import CaptureHook, HangContext
-
-if TYPE_CHECKING:
-    from lifeguard.model.stacks import ProcessStacks
+from lifeguard.run.launch import child_path_dir
+from lifeguard.run.supervise import CaptureHook
 
 
 @dataclass(frozen=True)
@@ -50,31 +46,6 @@ class SessionSetup:
     color: str = "auto"  # --color: auto (a terminal without NO_COLOR), yes, no
     keep_all_runs: bool = False  # Session.results holds every run, not only the evidence (Engine)
     scheduler: str | None = None  # a Dask scheduler's address: the runs go to its workers (run.cluster)
-
-
-@functools.cache
-def _hang_hooks() -> tuple[CaptureHook, ...]:
-    from lifeguard.capture.native import native_capture_hooks
-
-    return native_capture_hooks()
-
-
-def capture_hang(context: HangContext) -> list[ProcessStacks]:
-    """The native capture hooks, looked up (which back ends are installed) at the first hang."""
-    stacks: list[ProcessStacks] = []
-    for hook in _hang_hooks():
-        stacks.extend(hook(context))
-    return stacks
-
-
-def explain_failure(spec: RunSpec, result: RunResult) -> RunResult:
-    # A passed run without a core file in its folder has nothing to explain, and must not pay for importing
-    # the diagnosis (~60 ms, most of what lifeguard adds to a short program).
-    if result.outcome is Outcome.PASSED and not (spec.cores and core_files(spec.run_dir)):
-        return result
-    from lifeguard.diagnose.explain import explain
-
-    return explain(spec, result)
 
 
 def run_session(scenarios: Sequence[Scenario], options: PlanOptions, setup: SessionSetup) -> Session:

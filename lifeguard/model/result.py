@@ -333,7 +333,7 @@ class Session:
     """Everything one invocation ran and what came of it.
 
     ``results`` holds the runs kept in memory, not every run: the engine keeps the runs that are evidence (did
-    not pass, or were unexpected; lifeguard.run.engine.RUNS_KEPT of them) unless told to keep every run (the
+    not pass, or were unexpected; lifeguard.run.sink.RUNS_KEPT of them) unless told to keep every run (the
     pytest plugin). Every finished run is counted in ``finished`` and in its series' summary, and streamed to
     the sinks as it finishes (results.jsonl, from which report.json lists them all).
     """

@@ -29,7 +29,6 @@ from lifeguard.pytest_plugin.marker import _variants, label_of
 from lifeguard.pytest_plugin.runner import (
     BODY_FUNCTION,
     check_sendable,
-    interpreter,
     prebuild,
     run_engine,
     workspace,
@@ -37,6 +36,7 @@ from lifeguard.pytest_plugin.runner import (
 )
 from lifeguard.pytest_plugin.session_report import SessionRecord
 from lifeguard.pytest_plugin.settings import Settings
+from lifeguard.pytest_plugin.verdicts import interpreter
 
 
 class LifeguardFixture:

@@ -28,14 +28,14 @@ from pathlib import Path
 import pytest
 
 from lifeguard.child import emit, protocol
-from lifeguard.cli.session import capture_hang, explain_failure
+from lifeguard.cli.evidence_hooks import capture_hang, explain_failure
 from lifeguard.model.outcomes import Outcome, Verdict
 from lifeguard.model.result import RunResult
 from lifeguard.model.run import RunKind, RunSpec, StartMode
 from lifeguard.model.scenario import DEFAULT_TIMEOUT, DEFAULT_VARIANT, Scenario
-from lifeguard.pytest_plugin.runner import failure_text, interpreter, pytest_outcome_of, user_properties
 from lifeguard.pytest_plugin.session_report import SessionRecord
 from lifeguard.pytest_plugin.settings import Settings, runs_in_shard
+from lifeguard.pytest_plugin.verdicts import failure_text, interpreter, pytest_outcome_of, user_properties
 from lifeguard.run.fork_here import run_in_fork
 
 FAILURE_TEXT_LIMIT = 256 * 1024  # of pytest's own report of a body's failure

@@ -115,8 +115,8 @@ def record_of(config: pytest.Config) -> SessionRecord:
 
 
 def _new_record(config: pytest.Config) -> SessionRecord:
-    from lifeguard.pytest_plugin.runner import interpreter
     from lifeguard.pytest_plugin.session_report import SessionRecord
+    from lifeguard.pytest_plugin.verdicts import interpreter
 
     settings = config.stash[SETTINGS_KEY]
     factory = getattr(config, "_tmp_path_factory", None)  # pytest's tmp_path_factory (private attribute)

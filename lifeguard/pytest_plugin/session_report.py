@@ -23,7 +23,7 @@ from lifeguard.model.scenario import Scenario
 from lifeguard.model.seeds import text_digest
 from lifeguard.model.tally import SeriesTally
 from lifeguard.report.sinks import sinks_for
-from lifeguard.run.engine import Sink, count_run
+from lifeguard.run.sink import Sink, count_run
 
 INDEX_FILE = "index.txt"
 RUNS_FOLDER = "runs"

@@ -5,16 +5,22 @@ surrogates and U+FFFE/U+FFFF, which XML 1.0 cannot carry, are shown as ``\\x1b``
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
 
 from lifeguard.model.outcomes import Outcome, Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, Session, series_label
 from lifeguard.report.escape import for_xml
 from lifeguard.report.text import evidence_text
 
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
+
 
 def junit_xml(session: Session) -> str:
     """One testcase per scenario x variant; a failure carries the evidence."""
+    # Imported here: series_properties serves every guarded test of the pytest plugin, which has no XML to write.
+    import xml.etree.ElementTree as ET
+
     not_run = [s for s in session.summaries if session.stopped and not s.runs]  # -x stopped before them
     errored = {(s.scenario, s.variant) for s in session.summaries if s.counts.get(Outcome.ERROR.value)}
     suite = ET.Element("testsuite", name="lifeguard", tests=str(len(session.summaries)),

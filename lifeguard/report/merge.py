@@ -23,7 +23,7 @@ from lifeguard.model.result import RunResult, Session
 from lifeguard.model.scenario import Scenario
 from lifeguard.model.tally import SeriesTally
 from lifeguard.report.sinks import sinks_for
-from lifeguard.run.engine import count_run, series_finished
+from lifeguard.run.sink import count_run, series_finished
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,12 @@
 """Which sinks a session writes to. Every sink reads the same RunResult / SeriesSummary objects;
 nothing is computed twice. A new sink is one module with a class that has the three methods of
-``Sink`` (lifeguard.run.engine) and one line here."""
+``Sink`` (lifeguard.run.sink) and one line here."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from lifeguard.report.terminal import TerminalSink
-from lifeguard.run.engine import Sink
+from lifeguard.run.sink import Sink
 
 
 def sinks_for(*, terminal: bool, verbose: bool = False, report_dir: Path | None = None, quiet: bool = False,
@@ -16,6 +15,8 @@ def sinks_for(*, terminal: bool, verbose: bool = False, report_dir: Path | None 
     one line when it cannot be written)."""
     sinks: list[Sink] = []
     if terminal:
+        from lifeguard.report.terminal import TerminalSink  # not for the pytest plugin, which has pytest's
+
         sinks.append(TerminalSink(verbose=verbose, quiet=quiet, live=live, color=color))
     if report_dir is not None:
         from lifeguard.report.files import ReportDirSink  # json, the html and junit writers: only when asked

@@ -25,58 +25,12 @@ from lifeguard.run.launch import no_inherited_cores
 from lifeguard.run.live import LiveOutput
 from lifeguard.run.own_error import disk_full, error_result
 from lifeguard.run.shutdown import shutdown
+from lifeguard.run.sink import Sink, count_run, series_finished, tallies_for
 from lifeguard.run.supervise import CaptureHook, RunInterrupted, run_once
 
 if TYPE_CHECKING:
     from lifeguard.run.cluster import ClusterExecutor
     from lifeguard.run.forkserver import ForkServers
-
-
-class Sink(Protocol):
-    """Receives results as they come; every report reads the same objects. A sink that shows series may
-    also have ``series_done(summary: SeriesSummary)``, called once a series has had its last run."""
-
-    def start(self, session: Session, total_runs: int | None) -> None: ...
-
-    def result(self, result: RunResult) -> None: ...
-
-    def finish(self, session: Session) -> None: ...
-
-
-# Runs a session keeps in memory with their evidence (Session.results): the first RUNS_KEPT that are evidence
-# (did not pass, or were unexpected). A later one is streamed to the sinks like any run (results.jsonl, and
-# report.json, which is written from it, list every run in full; its folder keeps its files) and counted in its
-# series' summary, but not held: a --duration session of a buggy variant would otherwise hold every crash's
-# tails and events until it ends. Each series' first failure and first unexpected run are held by its tally
-# whatever this says, for the terminal, junit.xml and report.html.
-RUNS_KEPT = 100
-
-
-def tallies_for(session: Session, series: list[tuple[Scenario, str, int]]) -> dict[tuple[str, str], SeriesTally]:
-    """One tally a series, in the plan's order (the summaries' order)."""
-    version = session.interpreter.short_version
-    return {(item.name, variant): SeriesTally(item, variant, item.expectation(variant, version))
-            for item, variant, _ in series}
-
-
-def count_run(session: Session, tally: SeriesTally, result: RunResult, sinks: Sequence[Sink], *,
-              keep_all: bool = False) -> None:
-    """A finished run into its series' tally and the session (held when it is evidence, up to RUNS_KEPT, or
-    always with ``keep_all``), and to every sink: the engine, the pytest plugin's session and a merge alike."""
-    tally.add(result)
-    session.finished += 1
-    if keep_all or (tally.is_evidence(result) and len(session.results) < RUNS_KEPT):
-        session.results.append(result)
-    for sink in sinks:
-        sink.result(result)
-
-
-def series_finished(summary: SeriesSummary, sinks: Sequence[Sink]) -> None:
-    """A series had its last run: the sinks that show series (an optional ``series_done``) are told."""
-    for sink in sinks:
-        series_done = getattr(sink, "series_done", None)
-        if series_done is not None:
-            series_done(summary)
 
 
 def summarise(tallies: dict[tuple[str, str], SeriesTally]) -> list[SeriesSummary]:
@@ -128,7 +82,8 @@ class Engine:
     Capture and diagnosis are handed in (``capture_hooks``, ``explain``): they sit in layers below
     this one, and a session builder (lifeguard.cli.session) wires them for every front end.
     ``keep_all_runs``: keep every run in ``Session.results``, passed ones included, in full (the pytest plugin
-    hands them to its test); by default a session keeps only evidence (RUNS_KEPT), so its memory stays flat.
+    hands them to its test); by default a session keeps only evidence (lifeguard.run.sink.RUNS_KEPT), so its
+    memory stays flat.
     """
 
     def __init__(self, interpreter: Interpreter, *, jobs: int = 1, sinks: Sequence[Sink] = (),

@@ -127,9 +127,9 @@ from lifeguard.cli.session import SessionSetup, run_session
 from lifeguard.interpreter import resolve
 from lifeguard.plan.discover import discover
 from lifeguard.plan.scheduler import PlanOptions
-from lifeguard.run import engine
+from lifeguard.run import sink
 
-engine.RUNS_KEPT = 2
+sink.RUNS_KEPT = 2
 session = run_session(discover([sys.argv[1]]), PlanOptions(),
                       SessionSetup(resolve(), jobs=2, terminal=False, report_dir=Path(sys.argv[2])))
 summary = session.summaries[0]

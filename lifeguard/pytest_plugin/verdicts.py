@@ -1,0 +1,83 @@
+"""How a guarded or marked test's runs become what pytest reports: the test's outcome, the failure text,
+the JUnit properties and the report section. Light (no engine): a forked test's verdict is given here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from lifeguard.child import protocol
+from lifeguard.interpreter import Interpreter, resolve
+from lifeguard.model.outcomes import Outcome, Verdict
+from lifeguard.model.result import RunResult, SeriesSummary, series_label
+from lifeguard.pytest_plugin.assertions import outcome_text
+from lifeguard.report.junit import series_properties
+from lifeguard.report.text import evidence_text, summary_line
+
+REPORT_SECTION = "lifeguard"
+
+
+def interpreter() -> Interpreter:
+    """This pytest's interpreter, as invoked (resolve keeps a virtualenv's ``bin/python``)."""
+    return resolve(None)
+
+
+def user_properties(item: pytest.Item, summaries: list[SeriesSummary], report: Path | None) -> None:
+    """JUnit ``<property>`` elements named as in lifeguard's own junit.xml, and a report section with every
+    series' verdict."""
+    for summary in summaries:
+        item.user_properties.extend(series_properties(summary, prefix=len(summaries) > 1))
+    if report is not None:
+        item.user_properties.append(("report", str(report)))
+    lines = [summary_line(s) for s in summaries]
+    item.add_report_section("call", REPORT_SECTION, "\n".join(lines))
+
+
+def failure_text(summaries: list[SeriesSummary]) -> str:
+    """What pytest shows (and JUnit keeps as the message) for a guarded test that failed: the outcome and the
+    first finding's summary on the first line, then pytest's own report of a forked body's failure, then
+    the evidence."""
+    parts = []
+    for summary in summaries:
+        if summary.verdict is Verdict.EXPECTED:
+            continue
+        run = summary.first_unexpected
+        if run is None:
+            parts.append(f"lifeguard: {series_label(summary.scenario, summary.variant)} expected {summary.expected}, "
+                         "got no runs")
+            continue
+        first = f"lifeguard: {outcome_text(run)}"
+        if run.signal_name:
+            first += f" ({run.signal_name})"
+        if len(summaries) > 1:
+            first += f" in variant {summary.variant}"
+        if run.findings:
+            first += f": [{run.findings[0].kind}] {run.findings[0].summary}"
+        elif run.reason:
+            first += f": {run.reason.splitlines()[0]}"
+        counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items())
+        first += f"  (expected {summary.expected}, got {counts} in {summary.runs} run(s))"
+        parts.append(first)
+        failure = Path(run.run_dir) / protocol.PYTEST_FAILURE_FILE
+        pytest_text = failure.read_text(errors="replace") if failure.is_file() else ""
+        if pytest_text:
+            parts.append(pytest_text.rstrip())
+        if run.outcome is not Outcome.FAILED or run.findings or not pytest_text:
+            parts.append(evidence_text(run))
+    return "\n".join(parts)
+
+
+def pytest_outcome_of(results: Sequence[RunResult]) -> None:
+    """A body that called pytest.skip() or pytest.xfail() gives the test that outcome."""
+    for result in results:
+        for event in result.events:
+            if event.name == protocol.PYTEST_OUTCOME:
+                reason = str(event.get("reason", ""))
+                if event.get("outcome") == "xfailed":
+                    pytest.xfail(reason)
+                skipped = pytest.skip.Exception(reason)
+                skipped._use_item_location = True  # report the test's line, not this one
+                raise skipped
