@@ -143,3 +143,28 @@ def test_a_forked_test_s_finalization_frees_its_own_path_finders_not_pytest_s(pl
     freed = log.read_text().splitlines()
     assert [line for line in freed if line.startswith("own ")], freed  # the finalization did free the test's
     assert not [line for line in freed if line.startswith("harness ")], freed
+
+
+# What the pytest process imported once its guarded tests all passed, written at the session's end.
+MODULES_AT_END = """
+import sys
+
+
+def pytest_sessionfinish(session):
+    with open({path!r}, "w") as f:
+        f.write("\\n".join(sorted(sys.modules)))
+"""
+
+
+def test_a_guarded_session_that_passes_loads_no_engine_in_the_pytest_process(plugin_env: pytest.Pytester) -> None:
+    """Every module the pytest process holds is copied, dropped and partly finalized by every forked test."""
+    listing = plugin_env.path / "modules.txt"
+    plugin_env.makeconftest(MODULES_AT_END.format(path=str(listing)))
+    plugin_env.makepyfile(test_frozen=FROZEN_CHILD.format(enabled=True))
+    result = plugin_env.runpytest_subprocess("--lifeguard", timeout=INNER_SESSION_TIMEOUT)
+    result.assert_outcomes(passed=2)
+    loaded = set(listing.read_text().split())
+    assert "lifeguard.run.fork_here" in loaded  # the tests did run forked
+    heavy = {"lifeguard.run.engine", "lifeguard.cli.session", "lifeguard.plan.scheduler", "lifeguard.report.terminal",
+             "lifeguard.diagnose", "lifeguard.capture.native", "lifeguard.pytest_plugin.runner"}
+    assert not heavy & loaded, sorted(heavy & loaded)
