@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -23,11 +24,13 @@ from lifeguard.model.scenario import Scenario
 from lifeguard.model.seeds import text_digest
 from lifeguard.model.tally import SeriesTally
 from lifeguard.report.sinks import sinks_for
+from lifeguard.run.launch import empty_run_folder
 from lifeguard.run.sink import Sink, count_run
 
 INDEX_FILE = "index.txt"
 RUNS_FOLDER = "runs"
 WORKERS_FOLDER = "workers"  # under pytest-xdist: DIR/workers/<worker id>/, merged into DIR by the controller
+SPARES = 2  # emptied folders of passed runs kept ready for the next runs
 PART_LIMIT = 80  # characters of one part of a test id kept in its folder's name
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.,=+\-\[\]]")
 
@@ -61,27 +64,39 @@ class SessionRecord:
         self._tallies: dict[tuple[str, str], SeriesTally] = {}
         self._index: list[str] = []
         self._began = time.monotonic()
-        self._discarded: list[Path] = []  # passed runs' folders, not removed yet
+        self._discarded: list[Path] = []  # passed runs' folders, as their runs left them
+        self._spares: list[Path] = []  # discarded folders emptied while a later test's child ran: ready for a run
 
     def discard(self, run_dir: Path) -> None:
-        """A passed run's folder, no longer needed: the next forked test's folder is made of it (spare), and
-        what is not is removed (remove_discarded) while the next forked test's child starts, where the removal
-        costs the session nothing, or at the session's end."""
+        """A passed run's folder, no longer needed: while the next forked test's child starts (meanwhile),
+        where it costs the session nothing, it is emptied to be a later run's folder (spare), or removed; what
+        is left goes at the session's end."""
         self._discarded.append(run_dir)
 
     def spare(self, run_dir: Path) -> Path | None:
-        """A discarded folder that can become ``run_dir`` (any but ``run_dir`` itself: a test run again in this
-        session, by a plugin that reruns failures, uses the same one), taken out of the discarded ones."""
-        for index, folder in enumerate(self._discarded):
-            if folder != run_dir:
-                return self._discarded.pop(index)
+        """A folder that can become ``run_dir``: an emptied one first (a rename away from ready), else a
+        discarded one (emptied when it is renamed); never ``run_dir`` itself (a test run again in this session,
+        by a plugin that reruns failures, uses the same one, which is no spare from now on). Handed out once."""
+        self._spares = [folder for folder in self._spares if folder != run_dir]
+        for pool in (self._spares, self._discarded):
+            for index, folder in enumerate(pool):
+                if folder != run_dir:
+                    return pool.pop(index)
         return None
 
     def meanwhile(self, run_dir: Path, next_test: str | None) -> None:
-        """While a forked test's child runs (``run_dir`` its folder): remove the discarded folders, and make
-        the folder of the test pytest runs next (``next_test``, a node id), so that test's run folder is a
-        rename away (RunFiles.create), with no folder made on its own time."""
-        self.remove_discarded(run_dir)
+        """While a forked test's child runs (``run_dir`` its folder): the discarded folders are emptied into
+        spares (SPARES at most) or removed, and the folder of the test pytest runs next (``next_test``, a node
+        id) is made, so that test's run folder is a rename away (RunFiles.create), with no folder made, file
+        truncated or removed on its own time."""
+        folders, self._discarded = self._discarded, []
+        for folder in folders:
+            if folder == run_dir:
+                continue  # the run starting now uses it
+            if len(self._spares) < SPARES and empty_run_folder(folder):
+                self._spares.append(folder)
+            else:
+                shutil.rmtree(folder, ignore_errors=True)
         if next_test is not None:
             try:
                 self.folder_of(next_test).mkdir(parents=True, exist_ok=True)
@@ -89,11 +104,10 @@ class SessionRecord:
                 pass  # made when that test starts, or said then why not
 
     def remove_discarded(self, keep: Path | None = None) -> None:
-        """Remove the discarded folders but ``keep`` (the folder of the run starting now: a test run again in
-        this session, by a plugin that reruns failures, uses the same one)."""
-        import shutil
-
-        folders, self._discarded = self._discarded, []
+        """Remove the discarded and spare folders but ``keep`` (the folder of the run starting now: a test run
+        again in this session, by a plugin that reruns failures, uses the same one)."""
+        folders = self._discarded + self._spares
+        self._discarded, self._spares = [], []
         for folder in folders:
             if folder != keep:
                 shutil.rmtree(folder, ignore_errors=True)

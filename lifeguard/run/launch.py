@@ -166,27 +166,33 @@ RUN_FILES = frozenset({protocol.STDOUT_FILE, protocol.STDERR_FILE, EVENTS_FILE})
 
 
 def _reuse(old: Path, run_dir: Path) -> bool:
-    """Rename ``old`` (a finished run's folder) to ``run_dir`` and empty it: its run files truncated, anything
-    else removed. A forked test costs a few milliseconds, and a new folder with its three files is a good part
-    of that on a file system that looks for recently deleted inodes before it reuses one (ext4 without a
-    journal); a rename and three truncations allocate nothing. False (nothing changed) if it cannot be done."""
+    """Rename ``old`` (a finished run's folder) to ``run_dir`` and empty it (empty_run_folder). A forked test
+    costs a few milliseconds, and a new folder with its three files is a good part of that on a file system
+    that looks for recently deleted inodes before it reuses one (ext4 without a journal); a rename and three
+    truncations allocate nothing. False (nothing changed) if it cannot be done."""
     try:
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         os.rename(old, run_dir)
     except OSError:
         return False
+    return empty_run_folder(run_dir)
+
+
+def empty_run_folder(folder: Path) -> bool:
+    """A finished run's folder made ready for another run: its run files truncated, anything else removed
+    (already empty: nothing written). False if that failed; the folder is removed then."""
     try:
-        with os.scandir(run_dir) as entries:
+        with os.scandir(folder) as entries:
             for entry in entries:
                 if entry.name in RUN_FILES and entry.is_file(follow_symlinks=False):
-                    if entry.name != EVENTS_FILE and entry.stat(follow_symlinks=False).st_size:
-                        os.truncate(entry.path, 0)  # (the result channel is opened truncated by create)
+                    if entry.stat(follow_symlinks=False).st_size:
+                        os.truncate(entry.path, 0)
                 elif entry.is_dir(follow_symlinks=False):
                     shutil.rmtree(entry.path)
                 else:
                     os.unlink(entry.path)
-    except OSError:  # emptied as a new folder would be, or not used at all
-        shutil.rmtree(run_dir, ignore_errors=True)
+    except OSError:
+        shutil.rmtree(folder, ignore_errors=True)
         return False
     return True
 

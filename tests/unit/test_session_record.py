@@ -69,3 +69,30 @@ def test_a_spare_that_is_gone_gives_a_new_folder(tmp_path: Path) -> None:
     files, events_fd = RunFiles.create(run_dir, reuse=tmp_path / "removed meanwhile")
     os.close(events_fd)
     assert run_dir.is_dir() and files.events.read_text() == ""
+
+
+def test_a_discarded_folder_is_emptied_while_the_next_child_runs_and_then_handed_out_first(tmp_path: Path) -> None:
+    record = SessionRecord(resolve(None), None, tmp_path)
+    first, second = _run_folder(tmp_path, "test_a"), _run_folder(tmp_path, "test_b")
+    (first / "faulthandler-123.txt").write_text("a dump")
+    record.discard(first)
+    now = tmp_path / "test_c" / "run-1"
+    record.meanwhile(now, "test_d")
+    assert sorted(path.name for path in first.iterdir()) == ["stdout.txt"]  # emptied, not removed
+    assert (first / "stdout.txt").read_text() == ""
+    assert (tmp_path / "test_d").is_dir()  # the next test's folder, made meanwhile
+    record.discard(second)
+    assert record.spare(now) == first  # the ready one before the one as its run left it
+    assert record.spare(now) == second
+    assert record.spare(now) is None
+
+
+def test_a_spare_whose_path_a_run_starts_in_is_never_handed_out(tmp_path: Path) -> None:
+    record = SessionRecord(resolve(None), None, tmp_path)
+    first = _run_folder(tmp_path, "test_a")
+    record.discard(first)
+    record.meanwhile(tmp_path / "test_b" / "run-1", None)
+    assert record.spare(first) is None  # test_a runs again, in that very folder: its evidence is its own
+    assert record.spare(tmp_path / "test_c" / "run-1") is None
+    record.finish(interrupted=False)
+    assert first.exists()  # the run's, not the record's
