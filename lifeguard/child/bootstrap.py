@@ -39,7 +39,12 @@ def _dump_path(run_dir: str, pid: int) -> str:
 
 
 def _register_dump(run_dir: str, signum: int) -> None:
-    dump = open(_dump_path(run_dir, os.getpid()), "w")
+    path = _dump_path(run_dir, os.getpid())
+    try:  # the one a passed run left in this folder (protocol.SPARE_DUMP_FILE), if any: no new inode
+        os.rename(os.path.join(run_dir, protocol.SPARE_DUMP_FILE), path)
+    except OSError:
+        pass  # none (a new folder, or another process of the run took it): a new file
+    dump = open(path, "w")
     _dump_files.append(dump)
     faulthandler.register(signum, file=dump, all_threads=True, chain=False)
 

@@ -121,6 +121,12 @@ CORE_PATTERN_FILE = "/proc/sys/kernel/core_pattern"
 PYTEST_FAILURE_FILE = "pytest-failure.txt"
 
 
+# The dump file of a passed run, left in its folder when the folder is made ready for another run (run.launch.
+# empty_run_folder): the next run's process renames it to its own dump file instead of making a new one, which
+# allocates no inode (on ext4 without a journal a new one waits for a scan past the recently deleted ones).
+SPARE_DUMP_FILE = "dump-spare.txt"
+
+
 def faulthandler_file(pid: int) -> str:
     """The file a process of the run dumps its Python stacks into, in the run's folder."""
     return f"faulthandler-{pid}.txt"

@@ -179,22 +179,39 @@ def _reuse(old: Path, run_dir: Path) -> bool:
 
 
 def empty_run_folder(folder: Path) -> bool:
-    """A finished run's folder made ready for another run: its run files truncated, anything else removed
-    (already empty: nothing written). False if that failed; the folder is removed then."""
+    """A finished run's folder made ready for another run: its run files truncated, one dump file kept (as
+    protocol.SPARE_DUMP_FILE, for the next run's process to take: bootstrap), anything else removed (already
+    empty: nothing written). False if that failed; the folder is removed then."""
+    spare_dump = folder / protocol.SPARE_DUMP_FILE
     try:
         with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.name in RUN_FILES and entry.is_file(follow_symlinks=False):
-                    if entry.stat(follow_symlinks=False).st_size:
-                        os.truncate(entry.path, 0)
-                elif entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path)
-                else:
-                    os.unlink(entry.path)
+            listed = list(entries)
+        dump_kept = any(entry.name == protocol.SPARE_DUMP_FILE for entry in listed)
+        for entry in listed:
+            if entry.name in RUN_FILES and entry.is_file(follow_symlinks=False):
+                if entry.stat(follow_symlinks=False).st_size:
+                    os.truncate(entry.path, 0)
+            elif _is_dump(entry) and (not dump_kept or entry.name == protocol.SPARE_DUMP_FILE):
+                if entry.stat(follow_symlinks=False).st_size:
+                    os.truncate(entry.path, 0)
+                if entry.name != protocol.SPARE_DUMP_FILE:
+                    os.rename(entry.path, spare_dump)
+                dump_kept = True
+            elif entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
     except OSError:
         shutil.rmtree(folder, ignore_errors=True)
         return False
     return True
+
+
+def _is_dump(entry: os.DirEntry[str]) -> bool:
+    """A process's faulthandler dump file (protocol.faulthandler_file), or the spare one."""
+    name = entry.name
+    return entry.is_file(follow_symlinks=False) and (
+        name == protocol.SPARE_DUMP_FILE or (name.startswith("faulthandler-") and name.endswith(".txt")))
 
 
 def child_spec(spec: RunSpec) -> dict[str, Any]:

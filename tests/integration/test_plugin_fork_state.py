@@ -109,6 +109,9 @@ def test_a_run_folder_made_of_a_passed_run_s_keeps_nothing_of_it(plugin_env: pyt
     for folder in (second, third):  # each its own result channel, failure text and nothing else of another's
         assert "pytest-failure.txt" in {path.name for path in folder.iterdir()}
         assert "from the first test" not in (folder / "stdout.txt").read_text()
+        # The dump file a passed run left is taken by the next run's process as its own: one, named for it.
+        dumps = [path.name for path in folder.iterdir() if path.name.startswith(("faulthandler-", "dump-spare"))]
+        assert len(dumps) == 1 and dumps[0].startswith("faulthandler-"), dumps
 
 
 # Each path finder the test process has is watched by a weak reference it holds itself, whose callback writes

@@ -60,8 +60,10 @@ def test_a_run_folder_made_of_a_spare_is_emptied_as_a_new_one(tmp_path: Path) ->
     files, events_fd = RunFiles.create(run_dir, reuse=old)
     os.close(events_fd)
     assert not old.exists()
-    assert sorted(path.name for path in run_dir.iterdir()) == ["events.txt", "stdout.txt"]
+    # The dump file stays, emptied, for the next run's process to take instead of making a new one.
+    assert sorted(path.name for path in run_dir.iterdir()) == ["dump-spare.txt", "events.txt", "stdout.txt"]
     assert files.events.read_text() == "" and files.stdout.read_text() == ""
+    assert (run_dir / "dump-spare.txt").read_text() == ""
 
 
 def test_a_spare_that_is_gone_gives_a_new_folder(tmp_path: Path) -> None:
@@ -78,7 +80,7 @@ def test_a_discarded_folder_is_emptied_while_the_next_child_runs_and_then_handed
     record.discard(first)
     now = tmp_path / "test_c" / "run-1"
     record.meanwhile(now, "test_d")
-    assert sorted(path.name for path in first.iterdir()) == ["stdout.txt"]  # emptied, not removed
+    assert sorted(path.name for path in first.iterdir()) == ["dump-spare.txt", "stdout.txt"]  # emptied, not removed
     assert (first / "stdout.txt").read_text() == ""
     assert (tmp_path / "test_d").is_dir()  # the next test's folder, made meanwhile
     record.discard(second)
