@@ -127,9 +127,18 @@ PYTEST_FAILURE_FILE = "pytest-failure.txt"
 SPARE_DUMP_FILE = "dump-spare.txt"
 
 
+_DUMP_PREFIX, _DUMP_SUFFIX = "faulthandler-", ".txt"
+
+
 def faulthandler_file(pid: int) -> str:
     """The file a process of the run dumps its Python stacks into, in the run's folder."""
-    return f"faulthandler-{pid}.txt"
+    return f"{_DUMP_PREFIX}{pid}{_DUMP_SUFFIX}"
+
+
+def is_faulthandler_file(name: str) -> bool:
+    """A name faulthandler_file gives."""
+    pid = name.removeprefix(_DUMP_PREFIX).removesuffix(_DUMP_SUFFIX)
+    return pid.isdigit() and name == faulthandler_file(int(pid))
 
 
 # --- the fork-server's messages (supervisor <-> server, one JSON object each) -----------------------

@@ -78,10 +78,11 @@ class SessionRecord:
         discarded one (emptied when it is renamed); never ``run_dir`` itself (a test run again in this session,
         by a plugin that reruns failures, uses the same one, which is no spare from now on). Handed out once."""
         self._spares = [folder for folder in self._spares if folder != run_dir]
-        for pool in (self._spares, self._discarded):
-            for index, folder in enumerate(pool):
-                if folder != run_dir:
-                    return pool.pop(index)
+        if self._spares:
+            return self._spares.pop(0)
+        for index, folder in enumerate(self._discarded):
+            if folder != run_dir:
+                return self._discarded.pop(index)
         return None
 
     def meanwhile(self, run_dir: Path, next_test: str | None) -> None:

@@ -50,9 +50,9 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
     child = child_spec(spec)
     fds = (events_fd, *relays.child_ends)
     with starting(membership, relays, events_fd):
+        forked_test.hold_path_finders()
         # The collector is off across the fork, so the child freezes its inherited heap before any collection
         # can walk it (forked_test.become_run); each process turns it on again as it was.
-        forked_test.hold_path_finders()
         collector = gc.isenabled()
         gc.disable()
         try:

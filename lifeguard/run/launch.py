@@ -188,30 +188,22 @@ def empty_run_folder(folder: Path) -> bool:
             listed = list(entries)
         dump_kept = any(entry.name == protocol.SPARE_DUMP_FILE for entry in listed)
         for entry in listed:
-            if entry.name in RUN_FILES and entry.is_file(follow_symlinks=False):
-                if entry.stat(follow_symlinks=False).st_size:
-                    os.truncate(entry.path, 0)
-            elif _is_dump(entry) and (not dump_kept or entry.name == protocol.SPARE_DUMP_FILE):
-                if entry.stat(follow_symlinks=False).st_size:
-                    os.truncate(entry.path, 0)
-                if entry.name != protocol.SPARE_DUMP_FILE:
-                    os.rename(entry.path, spare_dump)
-                dump_kept = True
-            elif entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
+            path, name, is_file = entry.path, entry.name, entry.is_file(follow_symlinks=False)
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path)
+                continue
+            if is_file and not dump_kept and protocol.is_faulthandler_file(name):
+                os.rename(path, spare_dump)
+                path, dump_kept = str(spare_dump), True
+            elif not is_file or (name not in RUN_FILES and name != protocol.SPARE_DUMP_FILE):
+                os.unlink(path)
+                continue
+            if os.stat(path).st_size:
+                os.truncate(path, 0)
     except OSError:
         shutil.rmtree(folder, ignore_errors=True)
         return False
     return True
-
-
-def _is_dump(entry: os.DirEntry[str]) -> bool:
-    """A process's faulthandler dump file (protocol.faulthandler_file), or the spare one."""
-    name = entry.name
-    return entry.is_file(follow_symlinks=False) and (
-        name == protocol.SPARE_DUMP_FILE or (name.startswith("faulthandler-") and name.endswith(".txt")))
 
 
 def child_spec(spec: RunSpec) -> dict[str, Any]:
