@@ -46,7 +46,8 @@ PLAN_KEY: pytest.StashKey[str] = pytest.StashKey()  # the collected tests' finge
 NEXT_KEY: pytest.StashKey[str] = pytest.StashKey()  # under --lifeguard: the node id of the test run after this one
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    _spare_from_assertion_rewriting(pluginmanager)
     group = parser.getgroup("lifeguard", "lifeguard: lifetime bugs of native extensions")
     group.addoption("--lifeguard", action="store_true", default=False, dest="lifeguard_all", help=GUARD_HELP)
     group.addoption("--lifeguard-mode", dest="lifeguard_mode", choices=MODES, help=MODE_HELP)
@@ -60,6 +61,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("lifeguard_repeat", REPEAT_HELP)
     parser.addini("lifeguard_report", REPORT_HELP)
     parser.addini("lifeguard_shard", SHARD_HELP)
+
+
+def _spare_from_assertion_rewriting(pluginmanager: pytest.PytestPluginManager) -> None:
+    """lifeguard's own modules are not tests: take its package off pytest's list of modules whose asserts are
+    rewritten. pytest puts every package of a plugin's distribution on it (an installed lifeguard, not an
+    editable one), and rewriting parses and compiles a module at each import unless the result can be cached
+    beside it: with PYTHONDONTWRITEBYTECODE (common in CI images), a read-only site-packages or the first
+    session of a fresh CI job, that was about 0.1 s every session. pytest has no public way to take a name
+    off the list, so this reads its hook's own set and does nothing where that is not what it expects (the
+    modules are then rewritten, as before)."""
+    hook = getattr(pluginmanager, "rewrite_hook", None)
+    marked = getattr(hook, "_must_rewrite", None)
+    cache = getattr(hook, "_marked_for_rewrite_cache", None)
+    package = __name__.partition(".")[0]
+    if isinstance(marked, set) and isinstance(cache, dict) and package in marked:
+        marked.discard(package)
+        cache.clear()
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,8 +1,12 @@
 """What a forked test leaves in the pytest process and in the next test's run (pytester, real forks): the
 pytest process's garbage collector is left as plain pytest has it, a run folder made of a passed run's keeps
-nothing of it, and the evidence of failed runs stays in each test's own folder."""
+nothing of it, and the evidence of failed runs stays in each test's own folder; and what the pytest process
+itself pays for the plugin: no engine for passing tests, no assertion rewriting of lifeguard's modules."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pytest
 
@@ -171,3 +175,37 @@ def test_a_guarded_session_that_passes_loads_no_engine_in_the_pytest_process(plu
     heavy = {"lifeguard.run.engine", "lifeguard.cli.session", "lifeguard.plan.scheduler", "lifeguard.report.terminal",
              "lifeguard.diagnose", "lifeguard.capture.native", "lifeguard.pytest_plugin.runner"}
     assert not heavy & loaded, sorted(heavy & loaded)
+
+
+LOADERS_AT_END = """
+import sys
+
+
+def pytest_sessionfinish(session):
+    with open({path!r}, "w") as f:
+        for name, module in sorted(sys.modules.items()):
+            if name.startswith("lifeguard"):
+                f.write(f"{{name}} {{type(getattr(module, '__loader__', None)).__name__}}\\n")
+"""
+
+
+def test_an_installed_lifeguard_is_not_assertion_rewritten(plugin_env: pytest.Pytester, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest rewrites the asserts of every package of a plugin's installed distribution, parsing and compiling
+    each module at every import where no cache can be written (PYTHONDONTWRITEBYTECODE): ~0.1 s a session.
+    The record below lists lifeguard's files as a wheel's does, so pytest marks the package as it would."""
+    record = tmp_path / "installed" / "lifeguard_installed-0.0.dist-info"
+    record.mkdir(parents=True)
+    (record / "METADATA").write_text("Metadata-Version: 2.1\nName: lifeguard-installed\nVersion: 0.0\n")
+    (record / "entry_points.txt").write_text("[pytest11]\nlifeguard = lifeguard.pytest_plugin.hooks\n")
+    (record / "RECORD").write_text("lifeguard/__init__.py,,\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(record.parent), os.environ["PYTHONPATH"]]))
+    listing = plugin_env.path / "loaders.txt"
+    plugin_env.makeconftest(LOADERS_AT_END.format(path=str(listing)))
+    plugin_env.makepyfile(test_plain="def test_passes():\n    pass\n")
+    result = plugin_env.runpytest_subprocess("--lifeguard", timeout=INNER_SESSION_TIMEOUT)
+    result.assert_outcomes(passed=1)
+    loaders = dict(line.split() for line in listing.read_text().splitlines())
+    assert loaders["lifeguard.pytest_plugin.hooks"] == "AssertionRewritingHook"  # pytest did mark the package
+    for name in ("lifeguard.run.fork_here", "lifeguard.run.supervise", "lifeguard.pytest_plugin.guard"):
+        assert loaders[name] == "SourceFileLoader", loaders
