@@ -145,6 +145,9 @@ class SubreaperMembership:
         self.seen: set[int] = set()  # every pid ever recorded as the run's (pids are not reused while it lives)
         self.unclaimed = unclaimed
         self.helpers: Callable[[], Collection[int]] = tuple  # children the supervisor started for itself
+        # A look found the main process gone and nothing of the run left: as every orphan comes to us, nothing
+        # of it can appear again, and the look at its end (close) is spared.
+        self.ended = False
 
     def join_file(self) -> Path | None:
         return None
@@ -197,7 +200,8 @@ class SubreaperMembership:
         """Record every live process descended from a recorded member, in the run's session, or an orphan of
         ours with the run's marker (or unclaimed, see the class); then the live members."""
         me = os.getpid()
-        if self._nothing_left(me):
+        if self.ended or self._nothing_left(me):
+            self.ended = True
             return []
         procs = all_processes()
         changed = True
@@ -236,7 +240,8 @@ class SubreaperMembership:
             time.sleep(0.01)
 
     def close(self) -> None:
-        self.watch()
+        if not self.ended:
+            self.watch()
 
 
 def session_folder() -> tuple[cgroups.CgroupFolder | None, str]:

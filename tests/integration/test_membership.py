@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -217,3 +219,30 @@ while time.monotonic() < deadline:
     finally:
         if pid_alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+def test_a_run_found_ended_is_not_looked_at_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a look finds a run's main process gone and nothing of it left, nothing of it can appear again (every
+    orphan comes to the subreaper): the look at its close is spared (a /proc scan of every forked test's end)."""
+    from lifeguard.run import membership
+
+    run = membership.SubreaperMembership("ended-run")
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        run.started(child.pid)  # alive until its stdin closes: its start time is read
+        assert run.members() == [child.pid]
+        assert not run.ended
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=60)
+    assert run.members() == []
+    assert run.ended
+
+    def no_more_looks(*args: object) -> list[int]:
+        raise AssertionError("/proc looked at again after the run was found ended")
+
+    monkeypatch.setattr(membership, "children_of", no_more_looks)
+    monkeypatch.setattr(membership, "all_processes", no_more_looks)
+    assert run.members() == []
+    run.close()
