@@ -99,7 +99,7 @@ class Relays:
 
     def __init__(self, spec: RunSpec, stdout: Path, stderr: Path, cap: int, live: LiveOutput | None,
                  pipes: tuple[tuple[int, int], tuple[int, int]] | None = None, *, pump_now: bool = True) -> None:
-        """``pump_now``: the pump starts at once; else once the child has its ends (started()), for a child
+        """``pump_now``: the pump starts at once; else when told (pump()), for a child
         forked from this process: a fork while it runs is a fork of a multi-threaded process, which Python
         3.12 and later warn of at every fork (a DeprecationWarning in every forked test's report, and a
         failure under ``-W error``). The pipes hold what the child writes until then."""
@@ -141,10 +141,12 @@ class Relays:
                 os.close(fd)
 
     def started(self) -> None:
-        """The child has its ends: ours are closed, so end of file comes when the run's last writer exits;
-        the pump runs from now on, if it did not yet."""
+        """The child has its ends: ours are closed, so end of file comes when the run's last writer exits."""
         self.stdout.close_child_end()
         self.stderr.close_child_end()
+
+    def pump(self) -> None:
+        """The pump runs from now on, if it did not yet (the pipes hold what the child wrote until then)."""
         if self._thread.ident is None:
             self._thread.start()
 
@@ -154,6 +156,7 @@ class Relays:
             return
         self._closed = True
         self.started()
+        self.pump()
         self._thread.join(DRAIN_TIMEOUT)
         if self._thread.is_alive():
             self._stop.set()

@@ -278,6 +278,9 @@ def supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fil
     try:
         if meanwhile is not None:
             meanwhile()
+        # The pump thread starts after the caller's own work: started with the child, it took the child's core
+        # for a few hundred microseconds of a forked test's start (three threads on two cores).
+        relays.pump()
         deadline = started + spec.timeout
         if spec.deadline_from_body:
             deadline, overran = _body_start_deadline(spec, handle, membership, files.events, started, cancel)
