@@ -39,12 +39,13 @@ def test_the_session_s_end_removes_what_is_left(tmp_path: Path) -> None:
     assert not last.exists()
 
 
-def test_a_spare_folder_is_never_the_run_s_own_and_is_handed_out_once(tmp_path: Path) -> None:
+def test_a_spare_folder_is_handed_out_once_emptied_and_only_once(tmp_path: Path) -> None:
     record = SessionRecord(resolve(None), None, tmp_path)
     first = _run_folder(tmp_path, "test_a")
     record.discard(first)
-    assert record.spare(first) is None  # test_a run again: its own folder is not a spare
     second = tmp_path / "test_b" / "run-1"
+    assert record.spare(second) is None  # as its run left it: not emptied yet
+    record.meanwhile(second, None)
     assert record.spare(second) == first
     assert record.spare(second) is None
     record.remove_discarded()
@@ -84,9 +85,29 @@ def test_a_discarded_folder_is_emptied_while_the_next_child_runs_and_then_handed
     assert (first / "stdout.txt").read_text() == ""
     assert (tmp_path / "test_d").is_dir()  # the next test's folder, made meanwhile
     record.discard(second)
-    assert record.spare(now) == first  # the ready one before the one as its run left it
-    assert record.spare(now) == second
+    assert record.spare(now) == first  # the ready one; never the one as its run left it
     assert record.spare(now) is None
+
+
+def test_in_a_session_of_passing_tests_each_run_gets_a_folder_emptied_before_it(tmp_path: Path) -> None:
+    """The order of a forked test: its folder asked for, its child started, the session's work done meanwhile,
+    its passed run's folder discarded. From the third test on, every run gets a spare, and it is empty
+    already: nothing is truncated, made or removed on the test's own time."""
+    record = SessionRecord(resolve(None), None, tmp_path)
+    handed_out = []
+    for number in range(6):
+        run_dir = tmp_path / f"test_{number}" / "run-1"
+        spare = record.spare(run_dir)
+        if spare is not None:
+            handed_out.append(number)
+            assert all(path.stat().st_size == 0 for path in spare.iterdir()), sorted(spare.iterdir())
+        files, events_fd = RunFiles.create(run_dir, reuse=spare)
+        os.write(events_fd, b"{'event': 'started'}\n")  # what a run writes
+        os.close(events_fd)
+        files.stdout.write_text("output")
+        record.meanwhile(run_dir, f"test_{number + 1}")
+        record.discard(run_dir)
+    assert handed_out == [2, 3, 4, 5]
 
 
 def test_a_spare_whose_path_a_run_starts_in_is_never_handed_out(tmp_path: Path) -> None:
