@@ -88,7 +88,7 @@ SPEC_KEYS = (
 # --- the attach spec: keys of the dict in ATTACH_ENV --------------------------------------------------
 ATTACH_KEYS = ("run_dir", "dump_signal", "cores", "seed", "perturbations")
 
-# --- events: one Python-literal dict a line on the result channel ----------------------------------
+# --- events: one JSON object a line on the result channel ----------------------------------------
 EVENT_KEY = "event"  # every record has EVENT_KEY, "pid" and "time"
 STARTED = "started"  # the bootstrap is up (python version, main thread)
 BODY_START = "body-start"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -40,10 +41,10 @@ VITAL_EVENTS = frozenset({protocol.STARTED, protocol.BODY_START, protocol.BODY_E
                           protocol.CORRUPTED, protocol.PYTEST_OUTCOME})
 SKIP_CHUNK = 1024 * 1024  # read size while skipping the rest of a cut line
 assert EVENT_LINE_BYTES * 4 <= EVENTS_BYTES  # a run keeps several lines of the longest kind
-# The start of every line child.emit writes (the repr of a dict whose first keys are these): what a cut line
-# still says.
-_CUT_HEAD = re.compile(rb"\{" + repr(protocol.EVENT_KEY).encode()
-                       + rb": '([^'\\]*)', 'pid': (\d+), 'time': ([0-9.eE+-]+)(?:, '([^'\\]+)': (.*))?", re.DOTALL)
+# The start of every line child.emit writes (a JSON object whose first keys are these; a Python literal from
+# a run of an earlier lifeguard): what a cut line still says.
+_CUT_HEAD = re.compile(rb"\{([\"'])" + protocol.EVENT_KEY.encode() + rb"\1: \1([^\"'\\]*)\1, \1pid\1: (\d+), "
+                       rb"\1time\1: ([0-9.eE+-]+)(?:, \1([^\"'\\]+)\1: (.*))?", re.DOTALL)
 
 
 FATAL_RE = re.compile(r"^Fatal Python error: (.*)$", re.MULTILINE)
@@ -90,7 +91,7 @@ class Channel:
 
 
 def read_channel(path: Path) -> Channel:
-    """The result channel (one Python-literal dict a line, see child.emit), read within its bounds: at most
+    """The result channel (one JSON object a line, see child.emit), read within its bounds: at most
     EVENT_LINE_BYTES of a line, MAX_EVENTS and EVENTS_BYTES of kept events, vital events past them slimmed."""
     channel = Channel()
     kept_bytes = vital = 0
@@ -129,8 +130,11 @@ def read_events(path: Path) -> list[Event]:
 
 def _parse(line: bytes) -> Event | None:
     try:
-        record = ast.literal_eval(line.decode(errors="replace"))
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        if line.startswith(b'{"'):  # JSON, as child.emit writes it
+            record = json.loads(line)
+        else:  # a Python literal, as an earlier lifeguard wrote it
+            record = ast.literal_eval(line.decode(errors="replace"))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):  # json's errors are ValueErrors
         return None
     if isinstance(record, dict) and protocol.EVENT_KEY in record:
         return Event.from_dict(record)
@@ -152,7 +156,7 @@ def _cut_event(head: bytes, size: int) -> Event | None:
     match = _CUT_HEAD.match(head)
     if match is None:
         return None
-    name, pid, when, key, value = match.groups()
+    _, name, pid, when, key, value = match.groups()
     try:
         fields: dict[str, Any] = {"cut": size}
         if key is not None:

@@ -89,7 +89,7 @@ def let_it_start(head: HeadStart | None) -> None:
         return
     import time
 
-    marker = repr(protocol.BODY_START).encode()
+    marker = f'"{protocol.BODY_START}"'.encode()  # the event's name as child.emit writes it (a JSON string)
     path = os.path.join(head.run_dir, protocol.EVENTS_FILE)
     deadline = time.monotonic() + START_WAIT
     while time.monotonic() < deadline:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from lifeguard.child import protocol
+from lifeguard.child import event_line, protocol
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import (
     MAX_CORRUPTIONS,
@@ -30,7 +30,7 @@ from lifeguard.run.classify import (
 
 def line(kind: str, pid: int = 7, **fields: object) -> bytes:
     """An event line as child.emit writes it."""
-    return (repr({protocol.EVENT_KEY: kind, "pid": pid, "time": 1.5, **fields}) + "\n").encode()
+    return event_line({protocol.EVENT_KEY: kind, "pid": pid, "time": 1.5, **fields})
 
 
 def test_a_line_longer_than_the_limit_is_cut_marked_and_the_rest_skipped(tmp_path: Path) -> None:
@@ -38,8 +38,8 @@ def test_a_line_longer_than_the_limit_is_cut_marked_and_the_rest_skipped(tmp_pat
     huge = 3 * EVENT_LINE_BYTES + 123
     with open(events, "wb") as f:
         f.write(line(protocol.STARTED))
-        head = b"{'event': 'note', 'pid': 7, 'time': 1.5, 'message': '"
-        f.write(head + b"x" * (huge - len(head) - 3) + b"'}\n")
+        head = b'{"event": "note", "pid": 7, "time": 1.5, "message": "'
+        f.write(head + b"x" * (huge - len(head) - 3) + b'"}\n')
         f.write(line(protocol.BODY_END))
     channel = read_channel(events)
     assert [e.name for e in channel.events] == [protocol.STARTED, protocol.NOTE, protocol.BODY_END]
@@ -118,3 +118,30 @@ def test_a_runs_text_is_cut_with_a_marker_however_the_result_is_made() -> None:
     assert len(str(result.to_dict())) < 200_000
     assert replace(result, index=1).reason == result.reason  # already bounded: unchanged
     assert replace(RUN, reason="short").reason == "short"
+
+
+def test_every_value_a_run_sends_reads_back_from_its_json_line(tmp_path: Path) -> None:
+    """Text with quotes, backslashes, control characters, non-ASCII and the lone surrogates of undecodable path
+    bytes comes back as it was sent; what JSON has no word for (nan, an object) comes back as its repr."""
+    text = 'a "quoted" \\ back\nslash\x01 \u00e9 \udc80\udcff end'
+    sent = line(protocol.NOTE, message=text, values=[1, 2.5, None, True, False, float("nan"), (3, "t")],
+                nested={"k": {"inner": [text]}, 5: "int key"}, thing=Path("/p"))
+    assert sent.count(b"\n") == 1 and sent.startswith(b'{"event": ')
+    events = tmp_path / protocol.EVENTS_FILE
+    events.write_bytes(sent)
+    (note,) = read_channel(events).events
+    assert note.get("message") == text
+    assert note.get("values") == [1, 2.5, None, True, False, "nan", [3, "t"]]
+    assert note.get("nested") == {"k": {"inner": [text]}, "5": "int key"}
+    assert note.get("thing") == repr(Path("/p"))
+
+
+def test_lines_an_earlier_lifeguard_wrote_as_python_literals_are_still_read(tmp_path: Path) -> None:
+    events = tmp_path / protocol.EVENTS_FILE
+    huge = 2 * EVENT_LINE_BYTES
+    head = b"{'event': 'note', 'pid': 7, 'time': 1.5, 'message': '"
+    events.write_bytes(b"{'event': 'body-start', 'pid': 7, 'time': 1.5}\n" + head + b"y" * (huge - len(head) - 3)
+                       + b"'}\n" + b"{'event': 'body-end', 'pid': 7, 'time': 2.5, 'exit': '0'}\n")
+    channel = read_channel(events)
+    assert [e.name for e in channel.events] == [protocol.BODY_START, protocol.NOTE, protocol.BODY_END]
+    assert channel.events[1].get("message").startswith("yyyy") and channel.events[2].get("exit") == "0"
