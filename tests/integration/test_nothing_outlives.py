@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from lifeguard.run.proctree import children_of
 from tests.helpers import Pace, pid_alive, start_cli, wait_for
 
 # The issue's figure: both hung trees gone this long after the supervisor's SIGKILL.
@@ -81,8 +82,14 @@ def _cleanup(supervisor: subprocess.Popen[str], pids: list[int]) -> None:
 
 
 def test_sigkill_of_lifeguard_leaves_no_run_behind(scenario_file, tmp_path: Path, pace: Pace) -> None:
+    """The watchdog kills them. It is a batch process for the scheduler: woken by each run's start and end, it
+    never takes a core from a run or from the supervisor."""
     supervisor, pids = _two_hung_runs(scenario_file, tmp_path, pace)
     try:
+        watchdogs = [pid for pid in children_of(supervisor.pid) if pid not in pids]
+        assert len(watchdogs) == 1, watchdogs
+        assert os.sched_getscheduler(watchdogs[0]) == os.SCHED_BATCH
+        assert all(os.sched_getscheduler(pid) == os.SCHED_OTHER for pid in pids)  # the runs are left as they were
         os.kill(supervisor.pid, signal.SIGKILL)
         killed_at = time.monotonic()
         supervisor.communicate(timeout=10)
