@@ -291,6 +291,34 @@ def test_output_is_captured_as_pytest_does_and_streamed_with_s(plugin_env: pytes
     assert "stderr-of-the-child" in streamed.stderr.str()
 
 
+STDIN = """
+import os
+import sys
+
+
+def test_reads_stdin():
+    assert sys.stdin.read() == ""
+
+
+def test_stdin_is_nothing():
+    assert os.path.samestat(os.fstat(0), os.stat(os.devnull))
+"""
+
+
+def test_a_test_reading_stdin_fails_as_in_plain_pytest_and_never_reads_the_terminal(
+        plugin_env: pytest.Pytester) -> None:
+    """Under capture, pytest fails a test that reads stdin; a forked test too. The process's stdin is nothing,
+    with -s as well (never pytest's terminal)."""
+    plugin_env.makepyfile(test_stdin=STDIN)
+    plain = plugin_env.runpytest_subprocess("-p", "no:lifeguard", "-k", "reads", timeout=INNER_SESSION_TIMEOUT)
+    plain.assert_outcomes(failed=1)
+    guarded = plugin_env.runpytest_subprocess("--lifeguard", timeout=INNER_SESSION_TIMEOUT)
+    guarded.assert_outcomes(failed=1, passed=1)
+    assert "reading from stdin while output is captured" in guarded.stdout.str()
+    streamed = plugin_env.runpytest_subprocess("--lifeguard", "-s", timeout=INNER_SESSION_TIMEOUT)
+    streamed.assert_outcomes(passed=2)
+
+
 SELECTION = """
 def test_a_fails():
     assert False
