@@ -108,10 +108,11 @@ class Relays:
         self.stdout = Relay(stdout, cap, "stdout", spec, live, pipes[0] if pipes else None)
         self.stderr = Relay(stderr, cap, "stderr", spec, live, pipes[1] if pipes else None)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._pump, name="lifeguard-relay", daemon=True)
+        # Made when it starts: a thread object made before a fork is reset by every forked child's at-fork step.
+        self._thread: threading.Thread | None = None
         self._closed = False
         if pump_now:
-            self._thread.start()
+            self.pump()
 
     @property
     def child_ends(self) -> tuple[int, int]:
@@ -147,7 +148,8 @@ class Relays:
 
     def pump(self) -> None:
         """The pump runs from now on, if it did not yet (the pipes hold what the child wrote until then)."""
-        if self._thread.ident is None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._pump, name="lifeguard-relay", daemon=True)
             self._thread.start()
 
     def close(self) -> None:
@@ -157,6 +159,7 @@ class Relays:
         self._closed = True
         self.started()
         self.pump()
+        assert self._thread is not None  # pump() made it
         self._thread.join(DRAIN_TIMEOUT)
         if self._thread.is_alive():
             self._stop.set()

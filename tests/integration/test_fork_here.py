@@ -19,7 +19,7 @@ RUN_TIMEOUT = 60.0
 PROCESS_TIMEOUT = 2 * RUN_TIMEOUT
 
 PUMP_AFTER_MEANWHILE = """
-import json, os, sys, threading
+import gc, json, os, sys, threading
 from pathlib import Path
 
 from lifeguard.child import forked_test
@@ -33,6 +33,9 @@ threads_meanwhile = []
 
 def body():
     os.write(1, b"written at once\\n")
+    gc.unfreeze()  # the inherited objects, frozen as the child starts, are the collector's to list again
+    inherited = [o for o in gc.get_objects() if isinstance(o, threading.Thread) and o.name == "lifeguard-relay"]
+    os.write(1, f"relay threads inherited: {{len(inherited)}}\\n".encode())
     return 0
 
 
@@ -52,7 +55,8 @@ print(json.dumps({{"outcome": result.outcome.value, "reason": result.reason, "th
 def test_the_output_pump_starts_after_the_callers_own_work(tmp_path: Path) -> None:
     """The caller's work done as the child starts (``meanwhile``) runs with no pump thread yet: started with the
     child, it took the child's core for a few hundred microseconds of every forked test's start. What the
-    child wrote meanwhile waits in the pipe and still reaches the run's files."""
+    child wrote meanwhile waits in the pipe and still reaches the run's files. Nor is the pump's thread object
+    made before the fork: the child's at-fork step resets every thread object it inherits."""
     script = tmp_path / "supervisor.py"
     script.write_text(PUMP_AFTER_MEANWHILE.format(timeout=RUN_TIMEOUT))
     run_dir = tmp_path / "run-1"
@@ -63,4 +67,7 @@ def test_the_output_pump_starts_after_the_callers_own_work(tmp_path: Path) -> No
     seen = json.loads(done.stdout.splitlines()[-1])
     assert seen["outcome"] == "passed", seen["reason"]
     assert seen["threads"] and "lifeguard-relay" not in seen["threads"][0], seen["threads"]
-    assert "written at once" in (run_dir / STDOUT_FILE).read_text()
+    output = (run_dir / STDOUT_FILE).read_text()
+    assert "written at once" in output
+    # Nor is its thread object made before the fork: every forked child's at-fork step resets each one it has.
+    assert "relay threads inherited: 0" in output, output
