@@ -48,6 +48,11 @@ def event_line(record: dict[str, Any]) -> bytes:
     return (_json(record) + "\n").encode(errors="backslashreplace")
 
 
+def event_marker(kind: str) -> bytes:
+    """An event's name as its line holds it: to find an event in the channel without reading it line by line."""
+    return _json(kind).encode()
+
+
 # JSON's escapes of a string's characters: the quote, the backslash and the control characters.
 _JSON_ESCAPES = {**{code: f"\\u{code:04x}" for code in range(32)}, ord('"'): '\\"', ord("\\"): "\\\\"}
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 
-from lifeguard.child import protocol
+from lifeguard.child import event_marker, protocol
 from lifeguard.model.seeds import run_seed
 from lifeguard.run import childpath
 from lifeguard.run.headstart_process import VARIANT, HeadStart, end, find, open_files, spawn
@@ -89,7 +89,7 @@ def let_it_start(head: HeadStart | None) -> None:
         return
     import time
 
-    marker = f'"{protocol.BODY_START}"'.encode()  # the event's name as child.emit writes it (a JSON string)
+    marker = event_marker(protocol.BODY_START)
     path = os.path.join(head.run_dir, protocol.EVENTS_FILE)
     deadline = time.monotonic() + START_WAIT
     while time.monotonic() < deadline:

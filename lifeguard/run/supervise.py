@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from lifeguard.child import event_marker
 from lifeguard.child.protocol import BODY_START, SPEC_ENV, faulthandler_file
 from lifeguard.errors import UsageError
 from lifeguard.model.outcomes import Phase
@@ -120,7 +121,7 @@ def _body_start_deadline(spec: RunSpec, handle: ChildHandle, membership: RunMemb
                          started: float, cancel: threading.Event | None) -> tuple[float, bool]:
     """For a run whose deadline counts from its body: wait (at most STARTUP_TIMEOUT) until the body starts;
     the deadline then is that moment + the timeout. Returns (deadline, whether start-up overran its bound)."""
-    marker = repr(BODY_START).encode()
+    marker = event_marker(BODY_START)
     limit = started + STARTUP_TIMEOUT
     offset = 0
     while time.monotonic() < limit:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from lifeguard.child import event_line, protocol
+from lifeguard.child import event_line, event_marker, protocol
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import (
     MAX_CORRUPTIONS,
@@ -145,3 +145,11 @@ def test_lines_an_earlier_lifeguard_wrote_as_python_literals_are_still_read(tmp_
     channel = read_channel(events)
     assert [e.name for e in channel.events] == [protocol.BODY_START, protocol.NOTE, protocol.BODY_END]
     assert channel.events[1].get("message").startswith("yyyy") and channel.events[2].get("exit") == "0"
+
+
+def test_an_event_is_found_by_its_marker_in_the_line_that_holds_it() -> None:
+    """The supervisor finds a body's start in the channel without reading it line by line (a deadline that
+    counts from the body, a head start's wait): by the name as the line holds it, and in no other event's."""
+    start = line(protocol.BODY_START)
+    assert event_marker(protocol.BODY_START) in start
+    assert event_marker(protocol.BODY_START) not in line(protocol.NOTE, message="body-start-ish")
