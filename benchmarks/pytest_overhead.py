@@ -10,8 +10,10 @@ kept. Each variant loads only its own tool's plugin (the others are switched off
 pytest loads none), as that tool's users have it; pytest-xdist's plugins are loaded only in the -n 2 rows and
 in one more serial --lifeguard row, printed apart (what a user with pytest-xdist installed pays). A variant's
 per-test cost is (its time - plain pytest's time) / tests. Printed: the times, the per-test costs, and the
-ratio of --lifeguard's per-test cost to pytest-forked's (target: at most 2). It also checks that --lifeguard
-gives the same pass/fail of every test as plain pytest, with and without `-n 2`.
+ratio of --lifeguard's per-test cost to pytest-forked's (target: at most 2), and the floor under it: a fork of
+the same pytest process that does nothing but exit, through os._exit and through the interpreter's own exit
+(FLOOR_PLUGIN). It also checks that --lifeguard gives the same pass/fail of every test as plain pytest, with
+and without `-n 2`.
 
     python benchmarks/pytest_overhead.py [--rounds 5]
 """
@@ -125,6 +127,59 @@ def outcomes(junit: Path) -> dict[str, str]:
     return found
 
 
+# A plugin, loaded into one more --lifeguard session, that measures the floor of any tool that ends each test
+# through the interpreter's own exit: at the session's end (its heap as the tests had it), it forks the pytest
+# process FLOOR_FORKS times, and each child does nothing but exit, (a) with os._exit, as pytest-forked's child
+# ends, and (b) through Py_Exit with the modules loaded before the session taken out of sys.modules first, as
+# lifeguard's child does (atexit, module finalization of what the tests imported, C exit()). No test body, no
+# supervision, no evidence: what is left is the fork and the exit.
+FLOOR_FORKS = 30
+FLOOR_PLUGIN = """
+import ctypes, gc, os, sys, time
+
+from lifeguard.child.forked_test import FINALIZED
+
+before = []
+
+
+def pytest_sessionstart(session):
+    before[:] = [name for name in sys.modules if name not in FINALIZED]
+
+
+def _fork_and_exit(real):
+    gc.disable()
+    started = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        if not real:
+            os._exit(0)
+        gc.freeze()
+        kept = [sys.modules.pop(name, None) for name in before]  # alive, never finalized
+        ctypes.pythonapi.Py_Exit(0)
+    gc.enable()
+    os.waitpid(pid, 0)
+    return time.perf_counter() - started
+
+
+def pytest_sessionfinish(session):
+    for real in (False, True):
+        times = sorted(_fork_and_exit(real) for _ in range({forks}))
+        print("floor", "real" if real else "os._exit", times[len(times) // 2], file=sys.stderr)
+"""
+
+
+def exit_floor(python: str, folder: Path, scratch: Path) -> tuple[float, float]:
+    """Seconds a test of (os._exit, the interpreter's own exit): see FLOOR_PLUGIN."""
+    (scratch / "lifeguard_exit_floor.py").write_text(FLOOR_PLUGIN.format(forks=FLOOR_FORKS))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(scratch), os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugins_off("--lifeguard"),
+                           "--lifeguard", "-p", "lifeguard_exit_floor", "test"], cwd=folder, env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=SESSION_TIMEOUT,
+                          check=False)
+    found = dict(line.split()[1:] for line in done.stderr.splitlines() if line.startswith("floor "))
+    return float(found.get("os._exit", "nan")), float(found.get("real", "nan"))
+
+
 def installed(python: str, plugin: str) -> bool:
     return subprocess.run([python, "-c", f"import {plugin}"], capture_output=True, check=False).returncode == 0
 
@@ -160,6 +215,11 @@ def main() -> int:
         rounds = [(lg - plain) / (forked - plain) for lg, forked, plain
                   in zip(times["--lifeguard"], times["--forked"], times["plain"], strict=True) if forked > plain]
         print(f"  each round's ratio: {' '.join(f'{r:.2f}' for r in rounds)}")
+        quick_exit, real_exit = exit_floor(python, folder, scratch)
+        print(f"a fork and exit of this pytest process, nothing else: {quick_exit * 1000:.1f} ms with os._exit "
+              f"(pytest-forked's end), {real_exit * 1000:.1f} ms through the interpreter's exit (lifeguard's), "
+              f"{real_exit / cost['--forked'] if cost['--forked'] > 0 else float('inf'):.2f} times "
+              "pytest-forked's whole per-test cost")
         loaded = cost[XDIST_LOADED] / cost["--forked"] if cost["--forked"] > 0 else float("inf")
         print(f"per-test cost of --lifeguard with xdist's plugins loaded / --forked: {loaded:.2f}")
         same = results["--lifeguard"] == results["plain"]
