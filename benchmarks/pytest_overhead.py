@@ -180,6 +180,11 @@ def exit_floor(python: str, folder: Path, scratch: Path) -> tuple[float, float]:
     return float(found.get("os._exit", "nan")), float(found.get("real", "nan"))
 
 
+def per_forked(seconds: float, forked: float) -> float:
+    """``seconds`` a test, in units of pytest-forked's per-test cost (``forked``)."""
+    return seconds / forked if forked > 0 else float("inf")
+
+
 def installed(python: str, plugin: str) -> bool:
     return subprocess.run([python, "-c", f"import {plugin}"], capture_output=True, check=False).returncode == 0
 
@@ -209,7 +214,8 @@ def main() -> int:
         for name in variants:
             cost[name] = (median[name] - median["plain"]) / max(tests, 1)
             print(f"{name:<26}{median[name]:>11.2f}{cost[name] * 1000:>13.1f}")
-        ratio = cost["--lifeguard"] / cost["--forked"] if cost["--forked"] > 0 else float("inf")
+        forked_cost = cost["--forked"]
+        ratio = per_forked(cost["--lifeguard"], forked_cost)
         print(f"per-test cost of --lifeguard / --forked: {ratio:.2f} (target: at most 2)")
         # Each round's own ratio (its variants ran back to back): how far the machine's noise moves the figure.
         rounds = [(lg - plain) / (forked - plain) for lg, forked, plain
@@ -218,14 +224,14 @@ def main() -> int:
         quick_exit, real_exit = exit_floor(python, folder, scratch)
         print(f"a fork and exit of this pytest process, nothing else: {quick_exit * 1000:.1f} ms with os._exit "
               f"(pytest-forked's end), {real_exit * 1000:.1f} ms through the interpreter's exit (lifeguard's), "
-              f"{real_exit / cost['--forked'] if cost['--forked'] > 0 else float('inf'):.2f} times "
+              f"{per_forked(real_exit, forked_cost):.2f} times "
               "pytest-forked's whole per-test cost")
         # Whatever else pytest-forked does for a test (pytest's own work in a process that forks, the body in
         # the child), a tool that ends each test through the interpreter's exit does too: it costs at least
         # pytest-forked's per-test cost with the os._exit fork swapped for the real-exit one.
-        bound = 1 + (real_exit - quick_exit) / cost["--forked"] if cost["--forked"] > 0 else float("inf")
+        bound = 1 + per_forked(real_exit - quick_exit, forked_cost)
         print(f"lowest ratio to --forked of any tool that ends each test through the interpreter's exit: {bound:.2f}")
-        loaded = cost[XDIST_LOADED] / cost["--forked"] if cost["--forked"] > 0 else float("inf")
+        loaded = per_forked(cost[XDIST_LOADED], forked_cost)
         print(f"per-test cost of --lifeguard with xdist's plugins loaded / --forked: {loaded:.2f}")
         same = results["--lifeguard"] == results["plain"]
         print(f"same pass/fail as plain pytest: {'yes' if same else 'NO'} "
