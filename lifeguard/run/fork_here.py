@@ -34,9 +34,9 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
     """Fork, run ``body`` in the child (its return value is the exit code) and supervise the child to its
     end. Call it from the main thread: a fork copies only the calling thread. ``own_streams``: the child's
     sys.stdout and sys.stderr write to its relays (forked_test.become_run). ``meanwhile``: the caller's
-    work done as the child starts (supervise). ``reuse``: a passed run's folder to make the run's folder of
-    (RunFiles.create)."""
-    files, events_fd = RunFiles.create(spec.run_dir, reuse=reuse)
+    work done as the child starts (supervise). ``reuse``: a passed run's folder, emptied already
+    (SessionRecord.spare), to make the run's folder of (RunFiles.create)."""
+    files, events_fd = RunFiles.create(spec.run_dir, reuse=reuse, emptied=True)
     relays = Relays(spec, files.stdout, files.stderr, DEFAULT_OUTPUT_CAP, live, pump_now=False)
     run_id = os.urandom(16).hex()
     # Tracked by ancestry, never by a cgroup: the child is ours, pytest runs one test at a time (every orphan

@@ -143,14 +143,15 @@ class RunFiles:
     events: Path
 
     @classmethod
-    def create(cls, run_dir: Path, *, reuse: Path | None = None) -> tuple[RunFiles, int]:
+    def create(cls, run_dir: Path, *, reuse: Path | None = None, emptied: bool = False) -> tuple[RunFiles, int]:
         """Make the folder and open the result channel for the child: O_APPEND, so lines from several
         processes never interleave. stdout and stderr reach their files through relays (run.relay).
         ``reuse``: the folder of a passed run that nothing uses any more, renamed into place and emptied
-        instead of a new folder made (see _reuse)."""
+        instead of a new folder made (see _reuse); ``emptied``: it was emptied already (empty_run_folder, as
+        the pytest plugin's spares are), so it is only renamed."""
         if run_dir.exists():  # a folder left by an earlier session: its files would mix with ours
             shutil.rmtree(run_dir, ignore_errors=True)
-        if reuse is None or not _reuse(reuse, run_dir):
+        if reuse is None or not _reuse(reuse, run_dir, emptied):
             run_dir.mkdir(parents=True, exist_ok=True)
         files = cls(run_dir, run_dir / protocol.STDOUT_FILE, run_dir / protocol.STDERR_FILE, run_dir / EVENTS_FILE)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC | os.O_CLOEXEC
@@ -165,8 +166,9 @@ class RunFiles:
 RUN_FILES = frozenset({protocol.STDOUT_FILE, protocol.STDERR_FILE, EVENTS_FILE})
 
 
-def _reuse(old: Path, run_dir: Path) -> bool:
-    """Rename ``old`` (a finished run's folder) to ``run_dir`` and empty it (empty_run_folder). A forked test
+def _reuse(old: Path, run_dir: Path, emptied: bool) -> bool:
+    """Rename ``old`` (a finished run's folder) to ``run_dir`` and empty it (empty_run_folder), unless it was
+    ``emptied`` already (looking again cost every forked test a folder listing and four stats). A forked test
     costs a few milliseconds, and a new folder with its three files is a good part of that on a file system
     that looks for recently deleted inodes before it reuses one (ext4 without a journal); a rename and three
     truncations allocate nothing. False (nothing changed) if it cannot be done."""
@@ -175,7 +177,7 @@ def _reuse(old: Path, run_dir: Path) -> bool:
         os.rename(old, run_dir)
     except OSError:
         return False
-    return empty_run_folder(run_dir)
+    return emptied or empty_run_folder(run_dir)
 
 
 def empty_run_folder(folder: Path) -> bool:

@@ -6,8 +6,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from lifeguard.interpreter import resolve
 from lifeguard.pytest_plugin.session_report import SessionRecord
+from lifeguard.run import launch
 from lifeguard.run.launch import RunFiles
 
 
@@ -119,3 +122,26 @@ def test_a_spare_whose_path_a_run_starts_in_is_never_handed_out(tmp_path: Path) 
     assert record.spare(tmp_path / "test_c" / "run-1") is None
     record.finish(interrupted=False)
     assert first.exists()  # the run's, not the record's
+
+
+def test_a_spare_emptied_already_is_only_renamed_into_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forked test's folder made of a spare (emptied while an earlier test's child ran) is not looked into
+    again on the test's own time, and is as empty as a new one."""
+    record = SessionRecord(resolve(None), None, tmp_path)
+    first = _run_folder(tmp_path, "test_a")
+    (first / "events.txt").write_text('{"event": "started"}\n')
+    record.discard(first)
+    run_dir = tmp_path / "test_b" / "run-1"
+    record.meanwhile(run_dir, None)
+    spare = record.spare(run_dir)
+    assert spare == first
+
+    def looked_again(folder: Path) -> bool:
+        raise AssertionError(f"{folder} emptied a second time")
+
+    monkeypatch.setattr(launch, "empty_run_folder", looked_again)
+    files, events_fd = RunFiles.create(run_dir, reuse=spare, emptied=True)
+    os.close(events_fd)
+    assert not first.exists()
+    assert all(path.stat().st_size == 0 for path in run_dir.iterdir()), sorted(run_dir.iterdir())
+    assert files.events.read_text() == ""
