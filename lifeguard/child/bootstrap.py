@@ -211,9 +211,9 @@ def run(spec: dict[str, Any]) -> None:
     if spec.get("cores") and not plain:
         cores.allow_core_dumps()  # a scenario works in its run folder from the start
     install_evidence(run_dir, spec["dump_signal"], spec.get("seed", 0), spec.get("perturbations") or [])
-    import threading
-
-    emit(protocol.STARTED, python=list(sys.version_info[:3]), main_thread=threading.get_ident())
+    # The main thread's ident from _thread: importing threading here would make every run's program one that
+    # has it, with its teardown at exit (plain `python script.py` imports it only if the program does).
+    emit(protocol.STARTED, python=list(sys.version_info[:3]), main_thread=_thread.get_ident())
     # At exit, every process moves into its run folder (a plain target's cores are off until then; a
     # scenario body may have left its folder), so an exit crash leaves its core there and nowhere else.
     cores.at_finalization(run_dir, cores=bool(spec.get("cores")), body_end=False)

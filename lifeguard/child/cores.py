@@ -47,9 +47,30 @@ def allow_core_dumps() -> bool:
     """Raise RLIMIT_CORE to the hard limit, if cores land in the working directory (else they would be
     written elsewhere, or piped to a handler). Done here rather than in a preexec_fn: that would make the
     supervisor's spawn unsafe with several worker threads, and slower for every run."""
-    if not _local_pattern():
-        return False
-    import resource
+    return _local_pattern() and _raise_core_limit()
+
+
+def cores_in_run_folder(run_dir: str, local: bool | None = None) -> None:
+    """Move into the run's folder and turn core dumps on (the working directory before is noted). ``local``:
+    whether the kernel's core pattern is local, read at start-up (at_finalization), else read here."""
+    try:
+        before = os.getcwd()
+    except OSError:  # removed under us
+        before = "?"
+    if _on[0] and before == run_dir:
+        return  # a scenario that never left its folder
+    if local is False:
+        return  # cores would land elsewhere: stay where the program was
+    try:
+        os.chdir(run_dir)
+    except OSError:
+        return  # the folder is gone: no core is better than one in the user's folder
+    if _raise_core_limit() if local else allow_core_dumps():
+        emit(protocol.CORES_ON, cwd=before)
+
+
+def _raise_core_limit() -> bool:
+    import resource  # at exit, loaded at start-up already (at_finalization)
 
     _, hard = resource.getrlimit(resource.RLIMIT_CORE)
     try:
@@ -60,26 +81,18 @@ def allow_core_dumps() -> bool:
     return _on[0]
 
 
-def cores_in_run_folder(run_dir: str) -> None:
-    """Move into the run's folder and turn core dumps on (the working directory before is noted)."""
-    try:
-        before = os.getcwd()
-    except OSError:  # removed under us
-        before = "?"
-    if _on[0] and before == run_dir:
-        return  # a scenario that never left its folder
-    try:
-        os.chdir(run_dir)
-    except OSError:
-        return  # the folder is gone: no core is better than one in the user's folder
-    if allow_core_dumps():
-        emit(protocol.CORES_ON, cwd=before)
-
-
 def at_finalization(run_dir: str, *, cores: bool, body_end: bool) -> None:
     """Run ``cores_in_run_folder`` (when ``cores``) and emit ``body-end`` (when ``body_end``: a process
     whose main code lifeguard did not run itself) as the interpreter starts finalizing (the program's
     non-daemon threads joined first: they may still use relative paths)."""
+
+    # The kernel's core pattern is read, and the resource module loaded, now rather than at exit: the exit of a
+    # run's process must take as long as the same program's without lifeguard, or a thread racing it (a native
+    # thread calling into Python as the interpreter finalizes) loses races it would win (benchmarks/fidelity.py:
+    # half a millisecond here, on every exit).
+    local = _local_pattern() if cores else False
+    if local:
+        import resource  # noqa: F401  (loaded for _raise_core_limit)
 
     def begin() -> None:
         if body_end:
@@ -87,6 +100,6 @@ def at_finalization(run_dir: str, *, cores: bool, body_end: bool) -> None:
 
     def after_join() -> None:
         if cores:  # a forked child that finalizes (instead of os._exit) gets here too: its core as well
-            cores_in_run_folder(run_dir)
+            cores_in_run_folder(run_dir, local)
 
     finalization.on_start(begin, after_join)

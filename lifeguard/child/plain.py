@@ -71,21 +71,45 @@ def prepare(spec: dict[str, Any]) -> Callable[[], object]:
         _set_path0("")
         sys.argv = argv or ["-c"]
         source = spec["code"]
-        return lambda: exec(compile(source, "<string>", "exec"), namespace)
-    from importlib.machinery import SourceFileLoader
+        return lambda: exec(source, namespace)  # named "<string>", as `python -c` names it; no compile(): below
+    # importlib's own loader class, as `python script.py` sets it, without importing importlib.machinery
+    # (three more modules for every run's program to tear down at exit).
+    SourceFileLoader = sys.modules["_frozen_importlib_external"].SourceFileLoader
 
     path = spec["path"]
     _set_path0(os.path.dirname(os.path.realpath(path)))
     sys.argv = argv or [path]
     namespace.update(__file__=path, __cached__=None, __loader__=SourceFileLoader("__main__", path),
                      __package__=None, __spec__=None)
+    bytecode = spec.get("bytecode")
+    return lambda: exec(script_code(path, bytecode), namespace)
 
-    def body() -> None:
-        with open(path, "rb") as f:
-            source = f.read()
-        exec(compile(source, path, "exec"), namespace)
 
-    return body
+def script_code(path: str, bytecode: str | None) -> Any:
+    """The script's code object: from ``bytecode`` (compiled by the supervisor, lifeguard.run.launch) while it is
+    that of the script as it is now (the header's mtime and size, as importlib checks a .pyc), else compiled here.
+
+    Python's builtin compile() makes the interpreter build its 124 ast node types on first use (PyAST_Check),
+    which ``python script.py`` never does (it parses in C): freeing them at exit made every run's finalization
+    about a millisecond longer here, and a native thread racing the interpreter's exit lost races it wins
+    without lifeguard (benchmarks/fidelity.py)."""
+    if bytecode:
+        try:
+            with open(bytecode, "rb") as f:
+                data = f.read()
+            stat = os.stat(path)
+            header = (sys.modules["_frozen_importlib_external"].MAGIC_NUMBER + bytes(4)
+                      + (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+                      + (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+            if data[:16] == header:
+                import marshal  # built in, and loaded already by importlib
+
+                return marshal.loads(data[16:])
+        except (OSError, ValueError, EOFError, TypeError):
+            pass  # compiled below
+    with open(path, "rb") as f:
+        source = f.read()
+    return compile(source, path, "exec")
 
 
 def report_uncaught(exc: BaseException) -> None:

@@ -83,6 +83,7 @@ SPEC_KEYS = (
     "exit",  # forked runs: "fast" (os._exit after flushing) or "full" (finalization)
     "module",  # for kind "module": the module -m runs
     "workdir",  # plain targets: the user's folder, the program's working directory ("" for the run's folder)
+    "bytecode",  # a script: its code compiled by the supervisor for the child's interpreter (a .pyc), or None
 )
 
 # --- the attach spec: keys of the dict in ATTACH_ENV --------------------------------------------------

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lifeguard.cache import cache_folder
 from lifeguard.child import protocol
 from lifeguard.child.protocol import BOOT_SCRIPT, EVENTS_FILE
 from lifeguard.model.run import BacktraceMethod, RunKind, RunSpec, StartMode
@@ -36,9 +37,12 @@ DUMP_SIGNAL = signal.SIGUSR2
 PRECOMPILE_TIMEOUT = 60.0
 
 
-CHILD_SIDE_MODULES = ("__init__.py", "child/__init__.py", "child/protocol.py", "child/bootstrap.py",
-                      "child/cores.py", "child/plain.py", "child/attach.py", "child/forkserver.py",
-                      "child/joined.py")
+def child_side_modules() -> list[Path]:
+    """The modules a child may import: the package's ``__init__`` and all of ``child/`` (a list of names here
+    fell behind the bootstrap's imports: a module without bytecode is compiled in every child, and compile()
+    leaves the interpreter its ast types to free at exit, a millisecond of every run's finalization)."""
+    package = Path(__file__).resolve().parents[1]
+    return [package / "__init__.py", *sorted((package / "child").glob("*.py"))]
 
 
 def _bytecode_is_fresh(source: Path) -> bool:
@@ -65,8 +69,7 @@ def precompile_child_side(executable: str, version: tuple[int, ...] = ()) -> Non
     For a child of this interpreter's version, fresh bytecode is checked here (no process at all);
     another version compiles its own. Best effort: a read-only install just goes without.
     """
-    package = Path(__file__).resolve().parents[1]
-    files = [package / name for name in CHILD_SIDE_MODULES]
+    files = [*child_side_modules(), site_hook_dir() / protocol.SITE_HOOK_FILE]  # the hook: every plain run's start
     if tuple(version[:2]) == tuple(sys.version_info[:2]) and sys.implementation.name == "cpython":
         import py_compile
 
@@ -82,6 +85,50 @@ def precompile_child_side(executable: str, version: tuple[int, ...] = ()) -> Non
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=PRECOMPILE_TIMEOUT, check=False)
     except (OSError, subprocess.TimeoutExpired):
         pass
+
+
+def script_bytecode(spec: RunSpec) -> str | None:
+    """A script's code compiled for the child's interpreter, as a .pyc in lifeguard's cache (plain.script_code
+    says why the child does not compile it); None for other targets, or when it cannot be compiled here (the child
+    compiles it then, and reports a syntax error as Python would)."""
+    if spec.kind is not RunKind.SCRIPT or not spec.path:
+        return None
+    try:
+        stat = os.stat(spec.path)
+    except OSError:
+        return None
+    return _compiled_script(spec.interpreter.executable, tuple(spec.interpreter.version), spec.path,
+                            stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _compiled_script(executable: str, version: tuple[int, ...], path: str, mtime_ns: int, size: int) -> str | None:
+    import hashlib
+
+    key = hashlib.sha256(f"{executable}\0{path}".encode(errors="surrogateescape")).hexdigest()[:32]
+    target = Path(cache_folder()) / "scripts" / f"{key}.pyc"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    if tuple(version[:2]) == tuple(sys.version_info[:2]) and sys.implementation.name == "cpython":
+        import py_compile
+
+        try:
+            py_compile.compile(path, cfile=str(target), dfile=path, doraise=True,
+                               invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+        except (OSError, py_compile.PyCompileError):
+            return None
+        return str(target)
+    code = ("import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], dfile=sys.argv[1], "
+            "doraise=True, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)")
+    try:
+        done = subprocess.run([executable, "-I", "-c", code, path, str(target)], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=PRECOMPILE_TIMEOUT,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return str(target) if done.returncode == 0 else None
 
 
 def boot_script(path_dir: Path) -> Path:
@@ -218,7 +265,7 @@ def child_spec(spec: RunSpec) -> dict[str, Any]:
         "cores": spec.cores and spec.backtrace is BacktraceMethod.CORE,
         "seed": spec.seed, "perturbations": list(spec.perturbations), "variant": spec.variant,
         "exit": "fast" if spec.mode is StartMode.FORK_FAST else "full",
-        "module": spec.module, "workdir": spec.workdir,
+        "module": spec.module, "workdir": spec.workdir, "bytecode": script_bytecode(spec),
     }
 
 

@@ -291,3 +291,26 @@ def test_exitfirst_stops_at_the_first_unexpected_verdict(scenario_file: Any, tmp
     assert "1 run in" in proc.stdout and "1 unexpected, stopped at the first (-x)" in proc.stdout
     everything = run_cli("run", "-j", "1", str(path))
     assert everything.returncode == 1 and "ok   b_passes[default]" in everything.stdout
+
+
+# What a script's interpreter holds at its end that lifeguard's start could add, and its exit would have to tear
+# down (benchmarks/fidelity.py: a longer finalization loses races a plain run has).
+INTERPRETER_STATE = """
+import gc, json, sys
+def annotated(x: int) -> None: ...
+state = {"modules": sorted(m for m in ("threading", "importlib.machinery", "resource") if m in sys.modules),
+         "ast_types": any(type(o) is type and o.__module__ == "ast" for o in gc.get_objects()),
+         "annotation": repr(annotated.__annotations__["x"])}
+with open(sys.argv[1], "w") as out:
+    json.dump(state, out)
+"""
+
+
+def test_a_scripts_interpreter_holds_what_a_plain_run_of_it_holds(tmp_path: Path) -> None:
+    script = tmp_path / "state.py"
+    script.write_text(INTERPRETER_STATE)
+    subprocess.run([real_python(), str(script), str(tmp_path / "plain.json")], check=True, timeout=60)
+    proc = run_cli("run", "--no-native", "state.py", str(tmp_path / "supervised.json"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # The ast types: Python 3.12 and later make them only for compile(), which a plain script never calls.
+    assert json.loads((tmp_path / "supervised.json").read_text()) == json.loads((tmp_path / "plain.json").read_text())
