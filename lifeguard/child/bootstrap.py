@@ -22,7 +22,7 @@ import faulthandler
 import os
 import sys
 
-from lifeguard.child import cores, emit, joined, protocol
+from lifeguard.child import cores, emit, joined, os_exit, protocol
 
 TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows this name
 if TYPE_CHECKING:
@@ -188,7 +188,7 @@ PLAIN_KINDS = ("script", "code", "module")  # plain targets the bootstrap runs (
 
 def install_evidence(run_dir: str, signum: int, seed: int, perturbations: list[str]) -> None:
     """What every process of a run gets: a dump file on the signal, the fork hook, the last atexit
-    callback, the record of collections on other threads, the perturbations."""
+    callback, the record of collections on other threads, the report of an os._exit call, the perturbations."""
     _register_dump(run_dir, signum)
     _install_fork_hook(run_dir, signum)
     import atexit
@@ -196,6 +196,7 @@ def install_evidence(run_dir: str, signum: int, seed: int, perturbations: list[s
     # Registered first, so it runs last of all atexit callbacks.
     atexit.register(_at_exit)
     _install_gc_watch()
+    os_exit.watch()
     if perturbations:
         apply_perturbations(perturbations, seed)
 

@@ -165,14 +165,16 @@ def hold_path_finders() -> None:
 
 def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: dict[str, Any],
                body: Callable[[], int], *, own_streams: bool = False,
-               watchdog: tuple[int, str] | None = None, collector: bool = True) -> NoReturn:
+               watchdog: tuple[int, str] | None = None, collector: bool = True,
+               sigchld_ignored: bool = False) -> NoReturn:
     """In the forked child: become the run, call ``body`` (its return value is the exit code), then exit as
     a process does. Never returns into the pytest code that forked it, whatever happens. ``own_streams``:
     sys.stdout and sys.stderr write to the run's relays too (see _own_output). ``watchdog``: the watchdog's
     pipe (its write end, the supervisor's) and the run's id: the child registers itself there as its own
     session's leader, then closes it (while a copy is open, the watchdog cannot see the supervisor die, and
     this child would outlive it). ``collector``: the garbage collector was enabled in the pytest process
-    (which forked with it disabled: see below)."""
+    (which forked with it disabled: see below). ``sigchld_ignored``: the session ignores SIGCHLD (the pytest
+    process stopped ignoring it across the fork, to keep this child's exit status): so does the test."""
     # First of all: the inherited heap is frozen for the garbage collector, so the child's collections (its
     # final one included) neither walk it nor write to it, and it pays for its own objects only. Frozen here,
     # not in the parent before the fork: the pytest process's own collections go on as in plain pytest (a
@@ -181,6 +183,10 @@ def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: 
     gc.freeze()
     if collector:
         gc.enable()
+    if sigchld_ignored:
+        import signal
+
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     code = SETUP_FAILED
     try:
         events_fd, out_fd, err_fd = fds

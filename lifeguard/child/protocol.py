@@ -96,6 +96,9 @@ BODY_START = "body-start"
 BODY_END = "body-end"
 BODY_ERROR = "body-error"  # the body raised (the error's type and message)
 ATEXIT_DONE = "atexit-done"  # the last atexit callback ran (extension modules loaded): Py_Finalize and exit() follow
+# os._exit was called ("status", "stack": the caller's frames, innermost first, "file:line in function"):
+# what ended a process that never finished its body or its exit.
+OS_EXIT = "os-exit"
 FORKED = "forked"  # a forked child of the run: parent pid, forking_thread, parent_threads at fork
 GC_FOREIGN_THREAD = "gc-foreign-thread"  # a garbage collection ran on a thread other than the main one
 CORRUPTED = "corrupted"  # child.report_corruption()
@@ -109,6 +112,11 @@ PYTEST_OUTCOME = "pytest-outcome"  # a pytest body called pytest.skip() / pytest
 # that hangs or dies inside fork() (an atfork handler) never emits FORKED, and is still the run's fork-child.
 FORK_CHILD = "fork-child"
 FORK_CHILD_EXIT = "fork-child-exit"  # how that child ended ("child", "status": exit code, negative: its signal)
+
+# --- frames: the child's functions a stack shows, which say what phase of its life a process was in -----
+BODY_FRAMES = ("_run_body", "become_run")  # bootstrap's and forked_test's: the body runs inside them
+EXIT_FRAMES = ("_exit_as_a_process", "_drop_core", "_at_exit")  # the exit runs inside them
+CHILD_PACKAGE = "/lifeguard/child"  # the folder their files are in, as a frame's path has it
 
 # --- files in the run's folder ----------------------------------------------------------------------
 EVENTS_FILE = "events.txt"

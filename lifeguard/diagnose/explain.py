@@ -14,6 +14,7 @@ from lifeguard.capture.native import analyse_crash_cores, gdb_missing_note, merg
 from lifeguard.child.protocol import CORES_ON, FORKED, STDERR_FILE
 from lifeguard.diagnose import diagnose
 from lifeguard.diagnose.messages import scan_file
+from lifeguard.diagnose.stack_phase import observed_phase
 from lifeguard.diagnose.view import stacks_view
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Finding, RunResult
@@ -77,6 +78,9 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
     messages = scan_file(spec.run_dir / STDERR_FILE)
     result = replace(result, outcome=outcome, phase=phase, reason=reason, backtraces=tuple(backtraces),
                      notes=tuple(notes), stderr_messages=messages)
+    if (observed := observed_phase(result)) is not None:  # the stacks outrank what the process said of itself
+        notes.append(f"phase {observed[0]} from {observed[1]} (the run's own events said {result.phase})")
+        result = replace(result, phase=observed[0], notes=tuple(notes))
     try:
         findings = tuple(diagnose(result))
     except Exception as exc:  # a rule's bug must not lose the run

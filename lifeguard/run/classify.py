@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from lifeguard.child import protocol
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Corruption, Event, Leftover, RunResult, signal_name
-from lifeguard.model.run import RunKind, RunSpec
+from lifeguard.model.run import RunKind, RunSpec, StartMode
 from lifeguard.run.launch import RunFiles
 
 if TYPE_CHECKING:  # stacks are read only for a run that failed: a passing session never imports them
@@ -75,10 +75,16 @@ class Channel:
     longest: int = 0  # bytes of the longest line
     dropped: int = 0  # events past the budget, not kept
     dropped_bytes: int = 0
+    malformed: int = 0  # lines that are no event lifeguard wrote (not JSON, or the wrong shape)
+    bad_fields: int = 0  # fields of an event with a type lifeguard never writes, dropped from it
 
     def note(self) -> str | None:
-        """One line for the run's notes when anything was cut or dropped."""
+        """One line for the run's notes when anything was cut, dropped or malformed."""
         parts = []
+        if self.malformed:
+            parts.append(f"{self.malformed} line(s) that are not events of lifeguard's ignored")
+        if self.bad_fields:
+            parts.append(f"{self.bad_fields} event field(s) of the wrong type dropped")
         if self.cut_lines:
             parts.append(f"{self.cut_lines} event line(s) longer than {EVENT_LINE_BYTES} bytes cut to that "
                          f"(the longest had {self.longest} bytes)")
@@ -104,10 +110,10 @@ def read_channel(path: Path) -> Channel:
                     channel.cut_lines += 1
                     event = _cut_event(line, size)
                 else:
-                    event = _parse(line)
+                    event = _parse(line, channel)
                 channel.longest = max(channel.longest, size)
                 if event is None:
-                    continue  # a line cut short by a crash mid-write
+                    continue  # a line cut short by a crash mid-write, or no event at all
                 kept = min(size, EVENT_LINE_BYTES)
                 if len(channel.events) < MAX_EVENTS and kept_bytes + kept <= EVENTS_BYTES:
                     channel.events.append(event)
@@ -128,17 +134,53 @@ def read_events(path: Path) -> list[Event]:
     return read_channel(path).events
 
 
-def _parse(line: bytes) -> Event | None:
+# The fields lifeguard reads from events, as the child writes them. The result channel is the program's to
+# write too: a field of any other type (a hostile or broken program) is dropped from its event, never read.
+_NONE = type(None)
+FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "child": (int,), "status": (int,), "parent": (int,), "forking_thread": (int, _NONE), "main_thread": (int,),
+    "thread": (int,), "generation": (int, _NONE), "data_len": (int,), "message": (str,), "data_hex": (str,),
+    "error": (str,), "exit": (str,), "thread_name": (str,), "outcome": (str,), "reason": (str,), "cwd": (str,),
+    "executable": (str,), "python": (list,), "argv": (list,), "extensions": (list,), "parent_threads": (list,),
+    "stack": (list,),
+}
+
+
+def _typed(key: str, value: Any) -> bool:
+    types = FIELD_TYPES.get(key)
+    if types is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, types):
+        return False
+    if isinstance(value, list) and key == "parent_threads":
+        return all(isinstance(t, dict) and isinstance(t.get("tid"), int) for t in value)
+    if isinstance(value, list):  # extensions, argv, stack: names
+        return key == "python" or all(isinstance(item, str) for item in value)
+    return True
+
+
+def _parse(line: bytes, channel: Channel) -> Event | None:
     try:
         if line.startswith(b'{"'):  # JSON, as child.emit writes it
             record = json.loads(line)
         else:  # a Python literal, as an earlier lifeguard wrote it
             record = ast.literal_eval(line.decode(errors="replace"))
     except (ValueError, SyntaxError, MemoryError, RecursionError):  # json's errors are ValueErrors
+        if line.endswith(b"\n"):  # a whole line that is no event (one cut short by a crash is not counted)
+            channel.malformed += 1
         return None
-    if isinstance(record, dict) and protocol.EVENT_KEY in record:
-        return Event.from_dict(record)
-    return None
+    if not isinstance(record, dict):
+        channel.malformed += 1
+        return None
+    name, pid, when = record.get(protocol.EVENT_KEY), record.get("pid"), record.get("time")
+    if (not isinstance(name, str) or not isinstance(pid, int) or isinstance(pid, bool)
+            or not isinstance(when, (int, float, _NONE)) or isinstance(when, bool)):
+        channel.malformed += 1
+        return None
+    fields = {key: value for key, value in record.items() if key not in (protocol.EVENT_KEY, "pid", "time")}
+    typed = {key: value for key, value in fields.items() if _typed(key, value)}
+    channel.bad_fields += len(fields) - len(typed)
+    return Event(name, pid, when, typed)
 
 
 def _skip_line(f: BinaryIO) -> int:
@@ -212,12 +254,35 @@ def _fork_child_status(events: list[Event], main_pid: int) -> tuple[int, int] | 
     return None
 
 
+def incomplete_life(spec: RunSpec, events: list[Event], main_pid: int) -> tuple[Phase, str] | None:
+    """Why a run that exited with 0 on its own did not live a whole life, or None when it did: a pass needs
+    the body's own end and the interpreter's exit (lifeguard's last atexit callback ran: finalization
+    follows). A command is judged by its exit status alone; a fast-exit fork run skips finalization by design."""
+    if spec.kind is RunKind.COMMAND:
+        return None
+    mine = [e for e in events if e.pid == main_pid]
+    names = {e.name for e in mine}
+    exits = [e for e in mine if e.name == protocol.OS_EXIT]
+    called = ""
+    if exits:
+        stack = exits[-1].get("stack") or []
+        called = f": os._exit({exits[-1].get('status')}) called" + (f" at {stack[0]}" if stack else "")
+    if protocol.BODY_END not in names:
+        phase = Phase.RUN if protocol.BODY_START in names else Phase.IMPORT
+        where = "the body returned" if phase is Phase.RUN else "the body started"
+        return phase, f"exited with code 0 before {where}{called}"
+    if protocol.ATEXIT_DONE not in names and spec.mode is not StartMode.FORK_FAST:
+        return Phase.EXIT, f"exited with code 0 without finalizing (its atexit callbacks did not all run){called}"
+    return None
+
+
 def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, duration: float, *, hung: bool,
-             hung_pids: list[int], python_stacks: dict[str, str], backtraces: list[ProcessStacks],
-             leftovers: list[Leftover], phase_at_deadline: Phase | None = None,
+             status_lost: str | None = None, hung_pids: list[int], python_stacks: dict[str, str],
+             backtraces: list[ProcessStacks], leftovers: list[Leftover], phase_at_deadline: Phase | None = None,
              notes: tuple[str, ...] = (), ended_early: float | None = None) -> RunResult:
-    """The run's outcome, phase and reason; ``ended_early``: the settle period after which the supervisor
-    ended a hung run before its deadline (every thread blocked, no CPU time), else None."""
+    """The run's outcome, phase and reason; ``status_lost``: why the exit status of a run that exited is
+    unknown (``rc`` is None then); ``ended_early``: the settle period after which the supervisor ended a
+    hung run before its deadline (every thread blocked, no CPU time), else None."""
     run_dir = files.run_dir
     channel = read_channel(files.events)
     events = channel.events
@@ -282,6 +347,10 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
             phase = Phase.FORK_CHILD
         else:  # the phase the body was in when it saw the broken data
             phase = phase_of(events[: events.index(corruption[0])], main_pid)
+    elif status_lost is not None:  # nothing above says how it ended, and the kernel's word is gone
+        errors = [e for e in events if e.name == protocol.BODY_ERROR and e.pid == main_pid]
+        outcome = Outcome.FAILED if errors else Outcome.ERROR  # the body said it failed: that much is known
+        reason = f"{errors[0].get('error')} ({status_lost})" if errors else status_lost
     elif rc != 0:
         outcome = Outcome.FAILED
         errors = [e for e in events if e.name == protocol.BODY_ERROR and e.pid == main_pid]
@@ -294,6 +363,9 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
         names = ", ".join(f"{p.pid} ({p.comm}{', stopped' if p.stopped else ''})" for p in leftovers)
         what = "stopped processes" if all(p.stopped for p in leftovers) else "processes running"
         reason = f"left {what} after exit: {names}"
+    elif (incomplete := incomplete_life(spec, events, main_pid)) is not None:
+        outcome = Outcome.FAILED
+        phase, reason = incomplete
     else:
         outcome = Outcome.PASSED
         phase = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -49,6 +50,9 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
     env = child_env(spec, run_id, events_fd=events_fd)
     child = child_spec(spec)
     fds = (events_fd, *relays.child_ends)
+    # A session that ignores SIGCHLD would have the kernel discard the child's exit status: the status is
+    # kept while the child lives (the child itself ignores SIGCHLD again, as the test expects).
+    sigchld_ignored = signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN
     with starting(membership, relays, events_fd):
         forked_test.hold_path_finders()
         # The collector is off across the fork, so the child freezes its inherited heap before any collection
@@ -56,16 +60,26 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
         collector = gc.isenabled()
         gc.disable()
         try:
+            if sigchld_ignored:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             started = time.monotonic()
             pid = os.fork()
             if pid == 0:
                 forked_test.become_run(str(join) if join is not None else "", fds, env, child, body,
                                        own_streams=own_streams,
                                        watchdog=(watchdog_fd, run_id) if watchdog_fd is not None else None,
-                                       collector=collector)
+                                       collector=collector, sigchld_ignored=sigchld_ignored)
+        except BaseException:
+            if sigchld_ignored:
+                signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+            raise
         finally:
             if collector:
                 gc.enable()
         membership.started(pid)
-    return supervise(spec, ForkedChild(pid), membership, files, relays, started, cancel=cancel,
-                     capture_hooks=capture_hooks, meanwhile=meanwhile)
+    try:
+        return supervise(spec, ForkedChild(pid), membership, files, relays, started, cancel=cancel,
+                         capture_hooks=capture_hooks, meanwhile=meanwhile)
+    finally:
+        if sigchld_ignored:
+            signal.signal(signal.SIGCHLD, signal.SIG_IGN)

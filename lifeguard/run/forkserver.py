@@ -140,6 +140,7 @@ class ForkedHandle:
         self.server = server
         self.pid = pid
         self._returncode: int | None = None
+        self.lost: str | None = None  # the server, lifeguard's own process, always reads the status
 
     def wait_step(self, timeout: float) -> bool:
         if self._returncode is None:

@@ -95,6 +95,9 @@ class ChildHandle(Protocol):
     @property
     def returncode(self) -> int | None: ...
 
+    # Once exited: why its exit status is unknown (collected by something else), else None.
+    lost: str | None
+
     def reap(self, timeout: float) -> None:
         """Collect the exit status after a kill (bounded)."""
         ...
@@ -332,9 +335,9 @@ def supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fil
             relays.close()  # every writer is gone now: the output files are complete
     duration = time.monotonic() - started
     return classify(spec, files, handle.pid, None if hung else handle.returncode, duration, hung=hung,
-                    hung_pids=hung_pids, python_stacks=python_stacks, backtraces=backtraces,
-                    leftovers=leftovers, phase_at_deadline=phase_at_deadline, notes=tuple(notes),
-                    ended_early=ended_early)
+                    status_lost=None if hung else handle.lost, hung_pids=hung_pids, python_stacks=python_stacks,
+                    backtraces=backtraces, leftovers=leftovers, phase_at_deadline=phase_at_deadline,
+                    notes=tuple(notes), ended_early=ended_early)
 
 
 def _leftovers(handle: ChildHandle, membership: RunMembership) -> list[int]:
