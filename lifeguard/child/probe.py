@@ -7,6 +7,18 @@ returns, so the process exits through normal finalization (phase ``exit``). The 
 probe's to keep alive or to drop. An optional check runs last, on the main thread, to look at state only the
 module can see (it raises, or calls ``lifeguard.child.report_corruption``).
 
+Each probe records what it did with the module (protocol.PROBE_EXERCISED): the module's native functions and
+methods the hook called, and its package's Python functions entered from outside it (seen by a profile
+function while the hook runs), and how many of the native calls raised, the callbacks
+native code called, the objects returned (and how many are the module's), the native threads before and after.
+A probe whose hook made no call of the module that returned, returned none of its objects and had no callback
+called exercised nothing: its body fails with protocol.NOT_EXERCISED, never a clean pass.
+
+The fork probes fork while the hook's threads are busy: they wait until every thread the hook started has run
+(its CPU time or context switches in /proc), then fork FORKS times, one child at a time, at random moments over
+FORK_WINDOW seconds (the run's seed picks them): a thread that holds a lock most of the time is caught holding
+it. Each fork's FORK_CHILD event says which threads were alive and in what state.
+
 A forked child is waited for up to its own deadline (shorter than the run's); past it the parent notes so and
 keeps waiting, never kills it: the supervisor captures the hung child's stacks (phase ``fork-child``).
 """
@@ -16,9 +28,12 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+import random
+import sys
 import threading
 import time
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from lifeguard import child
@@ -32,6 +47,17 @@ COLLECTOR_JOIN_SECONDS = 5.0
 # much that a hook still importing on the main thread starved (4 of 5 gc-thread failures of a survey were that).
 COLLECTOR_PAUSE = 0.002
 CO_VARARGS = 0x04
+# The fork probes: forks per run, the window their random moments fall in (seconds after the hook's threads
+# have run), and how long to wait at most for the hook's threads to have run before forking anyway.
+FORKS = 4
+FORK_WINDOW = 0.5
+THREADS_RUN_WAIT = 2.0
+THREAD_POLL = 0.001
+# A thread "has run" once it went off the CPU at least once (it blocked or was preempted: a lock-holding loop
+# reached its first wait) or used this much CPU time.
+RAN_CPU_NS = 1_000_000
+# Containers the objects a hook returns are counted through, this deep.
+RETURNED_DEPTH = 2
 
 # What the probes keep alive: objects the hook returned are destroyed by the interpreter's finalization, as a
 # real program's would be (the onnxruntime incident's pool was alive until exit()).
@@ -75,6 +101,93 @@ def context() -> ProbeContext:
     return _context
 
 
+class NotExercised(AssertionError):
+    """The probe's hook used nothing of the module: the run says nothing about it."""
+
+
+class Exercise:
+    """What the hook did with the module in this process: the PROBE_EXERCISED record, counted as it happens."""
+
+    def __init__(self, module: Any, hook: Callable[..., Any] | None) -> None:
+        self.module = module
+        self.hook_code = getattr(getattr(hook, "__func__", hook), "__code__", None)
+        self.top = module.__name__.split(".")[0]
+        self.types = {value for value in vars(module).values() if isinstance(value, type)}
+        self.calls = 0
+        self.raised = 0
+        self.returned = 0
+        self.of_module = 0
+        self.threads_before = _native_thread_count()
+        self.threads_after = self.threads_before
+        self.hook_tids: list[int] = []
+        self.waited = 0.0
+
+    def _ours(self, name: Any) -> bool:
+        return isinstance(name, str) and (name == self.top or name.startswith(self.top + "."))
+
+    def _of_module_type(self, klass: type) -> bool:
+        return klass in self.types or self._ours(getattr(klass, "__module__", None))
+
+    def is_modules(self, func: Any) -> bool:
+        """A builtin function or method of the module's package (or of a type it defines)."""
+        try:
+            owner = getattr(func, "__self__", None)
+            if isinstance(owner, types.ModuleType):
+                return self._ours(owner.__name__)
+            if owner is not None:
+                return self._of_module_type(owner if isinstance(owner, type) else type(owner))
+            return self._ours(getattr(func, "__module__", None))
+        except Exception:  # noqa: BLE001 - an object whose attributes fail to load is not the module's
+            return False
+
+    def _profile(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "call":  # Python code of the module's package, entered from outside it (not the hook itself)
+            caller = frame.f_back
+            if (frame.f_code is not self.hook_code and self._ours(frame.f_globals.get("__name__"))
+                    and (caller is None or not self._ours(caller.f_globals.get("__name__")))):
+                self.calls += 1
+        elif event == "c_call" and self.is_modules(arg):
+            self.calls += 1
+        elif event == "c_exception" and self.is_modules(arg):
+            self.raised += 1
+
+    def call(self, hook: Callable[[], Any]) -> Any:
+        """``hook()``, its calls of the module counted, and its result's objects."""
+        before = set(_task_ids())
+        previous = sys.getprofile()
+        sys.setprofile(self._profile)
+        try:
+            made = hook()
+        finally:
+            sys.setprofile(previous)
+        items = _returned_items(made, RETURNED_DEPTH)
+        self.returned += len(items)
+        self.of_module += sum(1 for item in items if self._of_module_type(type(item)))
+        self.hook_tids += [tid for tid in _task_ids() if tid not in before and tid not in self.hook_tids]
+        self.threads_after = _native_thread_count()
+        return made
+
+    def exercised(self, callback_calls: int) -> bool:
+        return self.calls > self.raised or self.of_module > 0 or callback_calls > 0
+
+    def record(self, kind: str, callback_calls: int) -> dict[str, Any]:
+        return {"probe": kind, "exercised": self.exercised(callback_calls), "calls": self.calls,
+                "raised": self.raised, "callback_calls": callback_calls, "returned": self.returned,
+                "of_module": self.of_module, "threads_before": self.threads_before,
+                "threads_after": self.threads_after, "hook_threads": _threads_seen(self.hook_tids),
+                "waited": round(self.waited, 4)}
+
+
+def _returned_items(value: Any, depth: int) -> list[Any]:
+    if value is None:
+        return []
+    if depth and isinstance(value, (list, tuple, set, frozenset)):
+        return [item for element in value for item in _returned_items(element, depth - 1)]
+    if depth and isinstance(value, dict):
+        return [item for element in value.values() for item in _returned_items(element, depth - 1)]
+    return [value]
+
+
 def _takes_context(hook: Callable[..., Any]) -> bool:
     func = getattr(hook, "__func__", hook)
     code = getattr(func, "__code__", None)
@@ -97,17 +210,47 @@ class Probe:
         self.fork_child_timeout = float(config.get("fork_child_timeout", self.timeout / 2))
         self.gc_rounds = int(config["gc_rounds"])
         self.gc_seconds = float(config["gc_seconds"])
+        self.forks = int(config.get("forks", FORKS))
+        self.fork_window = float(config.get("fork_window", FORK_WINDOW))
         self.with_context = self.hook is not None and _takes_context(self.hook)
+        self.exercise: Exercise | None = None
+        self._hook_returned = 0.0
         self._child = 0  # the forked child of a fork probe
 
     def _start(self, kind: str) -> None:
         global _context
         _context = ProbeContext(kind)
+        self.exercise = Exercise(self.module, self.hook)
 
-    def _exercise(self) -> Any:
+    def _call_hook(self) -> Any:
         if self.hook is None:
             return None
         return self.hook(self.module, context()) if self.with_context else self.hook(self.module)
+
+    def _exercise(self) -> Any:
+        """The hook, once; in the probe's own process, counted (a forked child's use is its own)."""
+        if self.exercise is None or context().forked:
+            return self._call_hook()
+        made = self.exercise.call(self._call_hook)
+        self._hook_returned = self._hook_returned or time.monotonic()  # the first call's return: forks count from it
+        return made
+
+    def _report(self) -> None:
+        """PROBE_EXERCISED; NotExercised when the hook used nothing of the module."""
+        assert self.exercise is not None
+        record = self.exercise.record(context().kind, context().calls)
+        child.emit(protocol.PROBE_EXERCISED, **record)
+        if not record["exercised"]:
+            if self.hook is None:
+                why = "no hook was given (--hook FILE.py:FUNC) and importing is all it did"
+            elif self.exercise.calls:
+                why = (f"all {self.exercise.calls} call(s) of it raised, it returned none of its objects and "
+                       "no callback was called")
+            else:
+                why = "the hook called none of its functions or methods, returned none of its objects and no " \
+                      "callback was called"
+            raise NotExercised(f"{protocol.NOT_EXERCISED}: the {context().kind} probe used nothing of "
+                               f"{self.name}: {why}")
 
     def _check(self) -> None:
         if self.check is not None:
@@ -117,18 +260,23 @@ class Probe:
         """Use the module, keep what it made (and the callbacks it was handed), let the interpreter finalize it."""
         self._start("exit")
         _kept_until_exit.append(self._exercise())
+        self._report()
         self._check()
 
     def fork_use(self) -> None:
         """The module's threads run; fork; the child uses the module and exits normally."""
         self._start("fork-use")
         _kept_until_exit.append(self._exercise())
-        if self._fork() == 0:
-            _kept_until_exit.append(self._exercise())
-            self._check()
-            return  # this process too exits through normal finalization
-        _kept_until_exit.append(self._exercise())  # the parent's module still works
-        self._join_child()
+        self._let_threads_run()
+        self._report()
+        for number in self._fork_moments():
+            if self._fork() == 0:
+                _kept_until_exit.append(self._exercise())
+                self._check()
+                return  # this process too exits through normal finalization
+            if number == 0:
+                _kept_until_exit.append(self._exercise())  # the parent's module still works
+            self._join_child()
         self._check()
 
     def fork_finalize(self) -> None:
@@ -136,20 +284,26 @@ class Probe:
         inherited objects' destructors run in a process without the parent's threads."""
         self._start("fork-finalize")
         _kept_until_exit.append(self._exercise())
-        if self._fork() == 0:
-            _kept_until_exit.clear()
-            gc.collect()
-            return
-        self._join_child()
+        self._let_threads_run()
+        self._report()
+        for _ in self._fork_moments():
+            if self._fork() == 0:
+                _kept_until_exit.clear()
+                gc.collect()
+                return
+            self._join_child()
         self._check()
 
     def fork_exit(self) -> None:
         """Fork; the child leaves at once with os._exit(0): only the atfork handlers run in it."""
         self._start("fork-exit")
         _kept_until_exit.append(self._exercise())
-        if self._fork() == 0:
-            os._exit(0)
-        self._join_child()
+        self._let_threads_run()
+        self._report()
+        for _ in self._fork_moments():
+            if self._fork() == 0:
+                os._exit(0)
+            self._join_child()
         self._check()
 
     def gc_thread(self) -> None:
@@ -178,6 +332,7 @@ class Probe:
         if collector.is_alive():
             raise TimeoutError(f"the collector thread did not stop within {COLLECTOR_JOIN_SECONDS} s")
         child.note(f"gc-thread probe: {rounds} round(s), {freed[0]} object(s) collected on thread lifeguard-gc")
+        self._report()
         self._check()
 
     def gc_cycle(self) -> None:
@@ -191,6 +346,7 @@ class Probe:
 
         rounds = self._drop_rounds(collect)
         child.note(f"gc-cycle probe: {rounds} round(s), {freed[0]} object(s) collected on the main thread")
+        self._report()
         self._check()
 
     def _drop_rounds(self, after_each: Callable[[], None]) -> int:
@@ -202,11 +358,28 @@ class Probe:
             rounds += 1
         return rounds
 
+    def _let_threads_run(self) -> None:
+        assert self.exercise is not None
+        self.exercise.waited = _wait_until_ran(self.exercise.hook_tids, THREADS_RUN_WAIT)
+
+    def _fork_moments(self) -> Iterator[int]:
+        """Once the hook's threads have run, reach each of ``forks`` random moments of the window in turn (a
+        child's wait may pass the next one: that fork comes at once), yielding the fork's number."""
+        seed = os.environ.get(protocol.SEED_ENV, "")
+        rng = random.Random(int(seed) if seed.isdigit() else None)
+        began = time.monotonic()
+        for number, moment in enumerate(sorted(rng.uniform(0, self.fork_window) for _ in range(self.forks))):
+            time.sleep(max(0.0, began + moment - time.monotonic()))
+            yield number
+
     def _fork(self) -> int:
-        child.note(f"{context().kind} probe: {_native_thread_count()} native thread(s) alive at fork")
+        assert self.exercise is not None
+        seen = _threads_seen(self.exercise.hook_tids)
+        threads = _native_thread_count()
+        after = round(time.monotonic() - self._hook_returned, 4)
         pid = os.fork()
         if pid:  # before the child can say anything: one that hangs inside fork() is known as the fork-child
-            child.emit(protocol.FORK_CHILD, child=pid)
+            child.emit(protocol.FORK_CHILD, child=pid, after=after, threads=threads, hook_threads=seen)
         self._child = pid
         return pid
 
@@ -229,6 +402,57 @@ def _native_thread_count() -> int:
         return len(os.listdir("/proc/self/task"))
     except OSError:
         return threading.active_count()
+
+
+def _task_ids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc/self/task")]
+    except OSError:
+        return []
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, "rb") as file:
+            return file.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _thread_state(tid: int) -> tuple[str, str, int, int]:
+    """A thread's name, state letter, CPU time (ns) and context switches, from /proc ("" and 0 once gone)."""
+    stat = _read(f"/proc/self/task/{tid}/stat")
+    name, _, rest = stat.partition(" (")[2].rpartition(") ")
+    state = rest.split(" ", 1)[0] if rest else ""
+    schedstat = _read(f"/proc/self/task/{tid}/schedstat").split()
+    cpu = int(schedstat[0]) if schedstat and schedstat[0].isdigit() else 0
+    switches = sum(int(line.split()[-1]) for line in _read(f"/proc/self/task/{tid}/status").splitlines()
+                   if line.endswith(tuple("0123456789")) and "ctxt_switches" in line)
+    return name, state, cpu, switches
+
+
+def _threads_seen(tids: list[int]) -> list[list[Any]]:
+    """[name, state letter, CPU ns] of each of ``tids`` still alive."""
+    seen = []
+    for tid in tids:
+        name, state, cpu, _ = _thread_state(tid)
+        if state:
+            seen.append([name, state, cpu])
+    return seen
+
+
+def _wait_until_ran(tids: list[int], bound: float) -> float:
+    """Seconds waited, at most ``bound``, until each of ``tids`` has run (left the CPU once, or used RAN_CPU_NS)
+    or ended: a thread the hook just created may not have taken its lock yet."""
+    began = time.monotonic()
+    waiting = list(tids)
+    while waiting and time.monotonic() - began < bound:
+        states = {tid: _thread_state(tid) for tid in waiting}
+        waiting = [tid for tid, (_, state, cpu, switches) in states.items()
+                   if state and state not in "ZX" and switches == 0 and cpu < RAN_CPU_NS]
+        if waiting:
+            time.sleep(THREAD_POLL)
+    return time.monotonic() - began
 
 
 def _wait_child(pid: int, bound: float) -> int:

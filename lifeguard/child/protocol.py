@@ -112,6 +112,14 @@ PYTEST_OUTCOME = "pytest-outcome"  # a pytest body called pytest.skip() / pytest
 # that hangs or dies inside fork() (an atfork handler) never emits FORKED, and is still the run's fork-child.
 FORK_CHILD = "fork-child"
 FORK_CHILD_EXIT = "fork-child-exit"  # how that child ended ("child", "status": exit code, negative: its signal)
+# What a probe run did with its module, once its hook returned (PROBE_KEYS); a probe that exercised nothing fails
+# its body with NOT_EXERCISED in the message. A fork probe's FORK_CHILD also says "after" (seconds since the hook
+# returned), "threads" (native threads alive) and "hook_threads" ([name, state letter, CPU ns] of each thread the
+# hook started).
+PROBE_EXERCISED = "probe-exercised"
+PROBE_KEYS = ("probe", "exercised", "calls", "raised", "callback_calls", "returned", "of_module", "threads_before",
+              "threads_after", "hook_threads", "waited")
+NOT_EXERCISED = "not exercised"
 
 # --- frames: the child's functions a stack shows, which say what phase of its life a process was in -----
 BODY_FRAMES = ("_run_body", "become_run")  # bootstrap's and forked_test's: the body runs inside them

@@ -38,7 +38,16 @@ from lifeguard.model.scenario import DEFAULT_VARIANT, VARIANTS, Scenario, unique
 from lifeguard.plan.discover import PlainTarget, discover, is_plain_script, select
 from lifeguard.plan.perturbations import PERTURBATIONS
 from lifeguard.plan.probes import DEFAULT_TIMEOUT as PROBE_TIMEOUT
-from lifeguard.plan.probes import PROBE_ALIASES, PROBES, parse_hook, probe_kind, probe_options, probe_scenarios
+from lifeguard.plan.probes import (
+    PROBE_ALIASES,
+    PROBES,
+    parse_hook,
+    probe_kind,
+    probe_options,
+    probe_records,
+    probe_scenarios,
+    probe_verdict,
+)
 from lifeguard.plan.scheduler import PlanOptions, build_all, series_of
 from lifeguard.report.escape import for_terminal
 from lifeguard.report.terminal import COLOR_CHOICES, exited_on_its_own
@@ -272,8 +281,10 @@ class Probe(Command):
     os._exit: only atfork handlers run), gc-thread (its objects collected on a foreign thread), gc-cycle
     (collected in cycles on the main thread). Every probe runs in fresh supervised children under -X dev
     and PYTHONMALLOC=debug, a hung run ends once its every thread has been blocked for 2 s, and expects
-    a clean pass. Exit 0: no probe found a problem; 1: some probe did; 2: usage error or the module
-    cannot be imported.
+    a clean pass; each probe says what it did with the module (calls, objects, threads, forks), and one
+    whose hook used nothing of it is "not exercised", never clean. Exit 0: every probe exercised the
+    module and found no problem; 1: some probe found one, or exercised nothing; 2: usage error or the
+    module cannot be imported.
     """
 
     name = "probe"
@@ -315,7 +326,7 @@ class Probe(Command):
             scenarios = probe_scenarios(args.module, kinds, folder, hook=hook, check=check, paths=paths,
                                         timeout=args.timeout, repeat=args.repeat)
             setup = SessionSetup(interpreter, jobs=args.jobs, verbose=args.verbose, report_dir=report,
-                                 native=not args.no_native)
+                                 native=not args.no_native, keep_all_runs=True)
             session = run_session(scenarios, probe_options(native=not args.no_native), setup)
         finally:
             if report is None:
@@ -327,7 +338,25 @@ class Probe(Command):
             print("lifeguard: put its folder on the import path with --path DIR, or pick the interpreter "
                   "it is installed in with --python", file=sys.stderr)
             return EXIT_USAGE
+        print_exercised(session, args.module)
         return exit_code(session)
+
+
+def print_exercised(session: Session, module: str) -> None:
+    """Each probe's verdict and what its runs did with the module (the first run's record, and how many of the
+    series' runs exercised it)."""
+    if not session.summaries:
+        return
+    print(f"\nwhat each probe did with {module}:")
+    width = max(len(s.scenario.partition("[")[0].removeprefix("probe-")) for s in session.summaries)
+    for summary in session.summaries:
+        records = probe_records(session.results, summary.scenario)
+        verdict = probe_verdict(summary, records)
+        kind = summary.scenario.partition("[")[0].removeprefix("probe-")
+        did = records[0].text() if records else "its hook never returned: nothing recorded"
+        if len(records) > 1:
+            did += f" (run 1; {sum(r.exercised for r in records)} of {len(records)} runs exercised it)"
+        print(f"  {kind:<{width}}  {verdict:<15} {for_terminal(did)}")
 
 
 def module_missing(session: Session, module: str) -> str | None:

@@ -28,9 +28,11 @@ class SurveyCommand(Command):
     public ones per package with a hook that uses the package as a program would (yours from --hooks FILE,
     the package's own from the entry point group lifeguard.hooks, lifeguard's, or a careful generic one),
     and triage each failed probe: documented (a known limitation, with its link), candidate (a possible
-    bug, with a standalone reproduction script in DIR/repro/) or probe-error (the module failed to import,
-    the hook raised). Writes DIR/survey.json and DIR/survey.html beside the usual reports. Exit 0: nothing
-    failed, or only documented limitations; 1: a candidate or a probe error; 2: usage.
+    bug, with a standalone reproduction script in DIR/repro/), probe-error (the module failed to import,
+    the hook raised) or not exercised (the hook used nothing of the module: no verdict on it). Writes
+    DIR/survey.json (with what each probe did with the module) and DIR/survey.html beside the usual
+    reports. Exit 0: nothing failed, or only documented limitations; 1: a candidate, a probe error or a
+    probe that exercised nothing; 2: usage.
     """
 
     name = "survey"
@@ -106,7 +108,9 @@ class SurveyCommand(Command):
         if not scenarios:
             print("no extension module to probe in the packages surveyed")
             return EXIT_OK
-        setup = SessionSetup(interpreter, jobs=args.jobs, report_dir=report, native=not args.no_native)
+        # Every run kept: a clean entry says what its runs did with the module (their records).
+        setup = SessionSetup(interpreter, jobs=args.jobs, report_dir=report, native=not args.no_native,
+                             keep_all_runs=True)
         session = run_session(scenarios, survey_options(native=not args.no_native), setup)
         entries = triage(session, meaning, limitations,
                          lambda probed, run: write_reproduction(report / "repro", probed, run))

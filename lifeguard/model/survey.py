@@ -6,9 +6,11 @@ did not pass is triaged into one of three classes:
 - ``documented``: a limitation the package's own documents or tracker state (a link says where);
 - ``candidate``: a possible bug, with a standalone reproduction script;
 - ``probe-error``: the probe could not judge the package (the module failed to import, the hook raised,
-  lifeguard failed the run): the hook or the environment needs fixing, not the package.
+  lifeguard failed the run): the hook or the environment needs fixing, not the package;
+- ``not exercised``: the hook used nothing of the module (no call of it returned, none of its objects came
+  back, no callback was called): a hook that uses the package is needed before anything can be said.
 
-A probe that passed is ``clean``.
+A probe that passed, having exercised the module, is ``clean``. Each probe run's ProbeRecord says what it did.
 """
 
 from __future__ import annotations
@@ -21,9 +23,76 @@ CLEAN = "clean"
 DOCUMENTED = "documented"
 CANDIDATE = "candidate"
 PROBE_ERROR = "probe-error"
-TRIAGE_CLASSES = (CLEAN, DOCUMENTED, CANDIDATE, PROBE_ERROR)
+NOT_EXERCISED = "not exercised"
+TRIAGE_CLASSES = (CLEAN, DOCUMENTED, CANDIDATE, PROBE_ERROR, NOT_EXERCISED)
 # Classes that make `lifeguard survey` exit 1: something someone has to look at.
-NEEDS_A_LOOK = (CANDIDATE, PROBE_ERROR)
+NEEDS_A_LOOK = (CANDIDATE, PROBE_ERROR, NOT_EXERCISED)
+
+
+@dataclass(frozen=True)
+class ThreadSeen:
+    """A thread the probe's hook started, as /proc showed it: its name, state letter and CPU time."""
+
+    name: str
+    state: str
+    cpu_ns: int
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.state} {self.cpu_ns / 1e6:.1f} ms"
+
+
+@dataclass(frozen=True)
+class ForkSeen:
+    """One fork of a fork probe: when (seconds after the hook returned), and the threads alive then."""
+
+    after: float
+    threads: int
+    hook_threads: tuple[ThreadSeen, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"after": self.after, "threads": self.threads,
+                "hook_threads": [{"name": t.name, "state": t.state, "cpu_ns": t.cpu_ns} for t in self.hook_threads]}
+
+
+@dataclass(frozen=True)
+class ProbeRecord:
+    """What one probe run did with the module: the calls its hook made of the module and how many raised, the
+    callbacks native code called, the objects returned (of the module's types), the native threads before and
+    after the hook (and those it started), and each fork with the threads alive at it."""
+
+    probe: str
+    exercised: bool
+    calls: int = 0
+    raised: int = 0
+    callback_calls: int = 0
+    returned: int = 0
+    of_module: int = 0
+    threads_before: int = 0
+    threads_after: int = 0
+    hook_threads: tuple[ThreadSeen, ...] = ()
+    waited: float = 0.0  # seconds the fork probe waited for the hook's threads to have run
+    forks: tuple[ForkSeen, ...] = ()
+
+    def text(self) -> str:
+        """One line: what the run did."""
+        parts = [f"{self.calls} call(s) of the module ({self.raised} raised)",
+                 f"{self.returned} object(s) returned ({self.of_module} of the module)",
+                 f"{self.callback_calls} callback call(s)",
+                 f"native threads {self.threads_before} -> {self.threads_after}"]
+        if self.forks:
+            moments = ", ".join(f"{f.after:.2f}" for f in self.forks)
+            busy = {f"{t.name} {t.state}" for f in self.forks for t in f.hook_threads}
+            threads = f" with the hook's thread(s) {', '.join(sorted(busy))}" if busy else \
+                " (the hook started no thread)"
+            parts.append(f"{len(self.forks)} fork(s) at {moments} s after the hook{threads}")
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"probe": self.probe, "exercised": self.exercised, "calls": self.calls, "raised": self.raised,
+                "callback_calls": self.callback_calls, "returned": self.returned, "of_module": self.of_module,
+                "threads_before": self.threads_before, "threads_after": self.threads_after,
+                "hook_threads": [{"name": t.name, "state": t.state, "cpu_ns": t.cpu_ns} for t in self.hook_threads],
+                "waited": self.waited, "forks": [f.to_dict() for f in self.forks]}
 
 
 @dataclass(frozen=True)
@@ -99,6 +168,7 @@ class SurveyEntry:
     limitation: Limitation | None = None  # documented: the entry that says so
     hook: HookRef | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    exercised: tuple[ProbeRecord, ...] = ()  # what each run that said so did with the module
 
     def to_dict(self) -> dict[str, Any]:
         return {"package": self.package, "version": self.version, "module": self.module, "probe": self.probe,
@@ -107,4 +177,5 @@ class SurveyEntry:
                 "reproduction": self.reproduction or None,
                 "limitation": None if self.limitation is None else
                 {"link": self.limitation.link, "why": self.limitation.why, "versions": self.limitation.versions},
-                "hook": None if self.hook is None else self.hook.to_dict(), "notes": list(self.notes)}
+                "hook": None if self.hook is None else self.hook.to_dict(), "notes": list(self.notes),
+                "exercised": [record.to_dict() for record in self.exercised]}

@@ -4,12 +4,15 @@ A probe is a generated scenario: a small file that imports the module, drives it
 (``--hook FILE.py:FUNC``, called as ``FUNC(module)`` or ``FUNC(module, probe)`` with the run's
 ``lifeguard.child.probe.ProbeContext``) and exits normally, run through the engine like any scenario, under
 ``-X dev`` and ``PYTHONMALLOC=debug`` so a use-after-free shows, with early hang detection on. Each probe
-expects a clean pass; anything else is a bug found, with its evidence and findings. The modes keep causes apart:
+expects a clean pass; anything else is a bug found, with its evidence and findings. A clean pass is earned: each
+run records what its hook did with the module (probe_records), and a run whose hook used nothing of it fails as
+``not exercised`` (lifeguard.child.probe), never passes. The modes keep causes apart:
 
 - ``exit``: what the hook made, and the callbacks it handed to native code, stay alive until the interpreter
   finalizes (the onnxruntime static pool that released Python objects after Py_Finalize);
-- ``fork-use`` (``fork`` on the command line too): with the module's threads running, fork; the child uses the
-  module and exits normally (MXNet's pool; a library that documents it is not fork-safe fails here only);
+- ``fork-use`` (``fork`` on the command line too): once the hook's threads have run, fork FORKS times at random
+  moments over FORK_WINDOW seconds, one child at a time; each child uses the module and exits normally
+  (MXNet's pool; a library that documents it is not fork-safe fails here only). The other fork probes fork so too;
 - ``fork-finalize``: fork; the child never calls the module, it only drops what it inherited and finalizes:
   destructors that join or lock what a parent's thread owns hang here;
 - ``fork-exit``: fork; the child leaves with ``os._exit(0)``: only the atfork handlers run in it;
@@ -34,8 +37,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from lifeguard.child import protocol
+from lifeguard.child.probe import FORK_WINDOW, FORKS
 from lifeguard.errors import UsageError
+from lifeguard.model.outcomes import Outcome
+from lifeguard.model.result import RunResult, SeriesSummary
 from lifeguard.model.scenario import DEFAULT_VARIANT, Scenario
+from lifeguard.model.survey import NOT_EXERCISED, ForkSeen, ProbeRecord, ThreadSeen
 from lifeguard.plan.scheduler import PlanOptions
 
 PROBES: dict[str, str] = {
@@ -130,7 +138,7 @@ def write_probe_file(folder: Path, module: str, kinds: Sequence[str], *, hook: d
     """The generated scenario file, and the line of each probe's body in it."""
     config = {"module": module, "hook": hook, "check": check, "paths": list(paths), "timeout": timeout,
               "fork_child_timeout": round(timeout * FORK_CHILD_SHARE, 3), "gc_rounds": GC_ROUNDS,
-              "gc_seconds": GC_SECONDS}
+              "gc_seconds": GC_SECONDS, "forks": FORKS, "fork_window": FORK_WINDOW}
     text = PROBE_FILE_TEMPLATE.format(kinds=", ".join(kinds), module=module,
                                        config=pprint.pformat(config, indent=4, width=100))
     lines: dict[str, int] = {}
@@ -167,3 +175,51 @@ def probe_options(native: bool = True) -> PlanOptions:
     """How every probe runs: a fresh interpreter under -X dev and PYTHONMALLOC=debug, a hung tree ended
     HANG_SETTLE seconds after it stopped moving (lifeguard.run.stillness)."""
     return PlanOptions(perturbations=PROBE_PERTURBATIONS, mode="fresh", cores=native, hang_settle=HANG_SETTLE)
+
+
+def _threads(items: Any) -> tuple[ThreadSeen, ...]:
+    if not isinstance(items, list):
+        return ()
+    return tuple(ThreadSeen(str(item[0]), str(item[1]), int(item[2])) for item in items
+                 if isinstance(item, list) and len(item) == 3 and isinstance(item[2], int))
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def probe_record(result: RunResult) -> ProbeRecord | None:
+    """What the probe run did (its PROBE_EXERCISED event and the forks its process made), or None when its
+    hook never returned (the import failed, the hook raised, crashed or hung)."""
+    event = next((e for e in result.events if e.name == protocol.PROBE_EXERCISED), None)
+    if event is None:
+        return None
+    forks = tuple(ForkSeen(float(e.get("after", 0.0) or 0.0), _count(e.get("threads")), _threads(e.get("hook_threads")))
+                  for e in result.events if e.name == protocol.FORK_CHILD and e.pid == event.pid)
+    return ProbeRecord(probe=str(event.get("probe", "")), exercised=event.get("exercised") is True,
+                       calls=_count(event.get("calls")), raised=_count(event.get("raised")),
+                       callback_calls=_count(event.get("callback_calls")), returned=_count(event.get("returned")),
+                       of_module=_count(event.get("of_module")), threads_before=_count(event.get("threads_before")),
+                       threads_after=_count(event.get("threads_after")),
+                       hook_threads=_threads(event.get("hook_threads")),
+                       waited=float(event.get("waited", 0.0) or 0.0), forks=forks)
+
+
+def probe_records(results: Sequence[RunResult], scenario: str) -> tuple[ProbeRecord, ...]:
+    """The records of ``scenario``'s runs among ``results``, in run order."""
+    found = (probe_record(r) for r in sorted(results, key=lambda r: r.index) if r.scenario == scenario)
+    return tuple(record for record in found if record is not None)
+
+
+def probe_verdict(summary: SeriesSummary, records: Sequence[ProbeRecord]) -> str:
+    """A probe series in one word: ``not exercised`` when a run's hook used nothing of the module, ``clean`` when
+    every run passed having exercised it, else what it found (``hung@fork-child``)."""
+    if any(not record.exercised for record in records):
+        return NOT_EXERCISED
+    failed = summary.first_failure
+    if failed is None and summary.runs and records:
+        return "clean"
+    if failed is None:
+        return "no run"
+    where = f"@{failed.phase.value}" if failed.phase is not None and failed.outcome is not Outcome.PASSED else ""
+    return f"{failed.outcome.value}{where}"

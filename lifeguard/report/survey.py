@@ -17,12 +17,22 @@ from typing import Any
 
 from lifeguard import __version__
 from lifeguard.model.result import Session
-from lifeguard.model.survey import CANDIDATE, CLEAN, DOCUMENTED, PROBE_ERROR, TRIAGE_CLASSES, Package, SurveyEntry
+from lifeguard.model.survey import (
+    CANDIDATE,
+    CLEAN,
+    DOCUMENTED,
+    NEEDS_A_LOOK,
+    NOT_EXERCISED,
+    PROBE_ERROR,
+    TRIAGE_CLASSES,
+    Package,
+    SurveyEntry,
+)
 from lifeguard.report.escape import for_json, for_terminal
 
 SCHEMA_VERSION = 1
 # Which class a package x mode row shows when its modules differ: the one that needs the most attention.
-ATTENTION = (CANDIDATE, PROBE_ERROR, DOCUMENTED, CLEAN)
+ATTENTION = (CANDIDATE, PROBE_ERROR, NOT_EXERCISED, DOCUMENTED, CLEAN)
 DETAIL_WIDTH = 100
 
 
@@ -83,7 +93,8 @@ def rows(survey: Survey) -> list[Row]:
     for (package, probe), entries in grouped.items():
         worst = min(entries, key=lambda e: ATTENTION.index(e.triage))
         detail = {CANDIDATE: worst.reproduction, DOCUMENTED: worst.limitation.link if worst.limitation else "",
-                  PROBE_ERROR: worst.reason}.get(worst.triage, "")
+                  PROBE_ERROR: worst.reason, NOT_EXERCISED: worst.reason,
+                  CLEAN: worst.exercised[0].text() if worst.exercised else ""}.get(worst.triage, "")
         if worst.triage in (CANDIDATE, DOCUMENTED) and worst.reason:
             detail = f"{worst.module}: {worst.reason} -> {detail}"
         found.append(Row(package, worst.version, probe, worst.triage, len(entries), detail))
@@ -116,7 +127,7 @@ def render_survey_page(survey: Survey, base: Path) -> str:
         return href(path, base) if path else ""
 
     counts = survey.counts()
-    good = not (counts[CANDIDATE] or counts[PROBE_ERROR])
+    good = not any(counts[name] for name in NEEDS_A_LOOK)
     return str(page_environment().get_template("survey.html.j2").render(
         survey=survey, rows=rows(survey), counts=counts, good=good, link=link, version=__version__,
         started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(survey.session.started)),
@@ -130,4 +141,4 @@ def write_survey_page(survey: Survey, folder: Path) -> Path:
 
 
 def needs_a_look(entries: Sequence[SurveyEntry]) -> bool:
-    return any(entry.triage in (CANDIDATE, PROBE_ERROR) for entry in entries)
+    return any(entry.triage in NEEDS_A_LOOK for entry in entries)

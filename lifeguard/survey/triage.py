@@ -1,4 +1,5 @@
-"""Triage of a survey's probes: each failed series is documented, a candidate bug, or a probe error.
+"""Triage of a survey's probes: each failed series is documented, a candidate bug, a probe error, or not
+exercised (a run's hook used nothing of the module: lifeguard.child.probe failed it so, and its record says so).
 
 A probe error is a run that could not judge the package: the module failed to import, the hook raised (a
 traceback through the hook's file, in the run's stderr: the forked child's too), or lifeguard itself failed
@@ -15,7 +16,16 @@ from dataclasses import replace
 
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import RunResult, Session
-from lifeguard.model.survey import CANDIDATE, CLEAN, DOCUMENTED, PROBE_ERROR, Limitation, SurveyEntry
+from lifeguard.model.survey import (
+    CANDIDATE,
+    CLEAN,
+    DOCUMENTED,
+    NOT_EXERCISED,
+    PROBE_ERROR,
+    Limitation,
+    SurveyEntry,
+)
+from lifeguard.plan.probes import probe_records, probe_verdict
 from lifeguard.survey.limitations import matching
 from lifeguard.survey.plan import Probed
 
@@ -61,9 +71,13 @@ def triage(session: Session, meaning: dict[str, Probed], limitations: Sequence[L
         package = probed.package
         entry = SurveyEntry(package=package.name, version=package.version, module=probed.module, probe=probed.probe,
                             verdict=summary.verdict.value, runs=summary.runs, counts=dict(summary.counts),
-                            triage=CLEAN, hook=package.hook)
+                            triage=CLEAN, hook=package.hook,
+                            exercised=probe_records(session.results, summary.scenario))
         run = summary.first_failure
-        if run is not None:
+        if probe_verdict(summary, entry.exercised) == NOT_EXERCISED:
+            why = run.reason if run is not None else "the hook used nothing of the module"
+            entry = replace(entry, triage=NOT_EXERCISED, reason=why, run_dir=run.run_dir if run is not None else "")
+        elif run is not None:
             entry = replace(entry, reason=run.reason, findings=tuple(f.to_dict() for f in run.findings),
                             run_dir=run.run_dir, notes=tuple(run.notes))
             why = probe_error(probed, run)

@@ -71,6 +71,7 @@ HOOKS = """
             time.sleep(0.2)
         busy = f"import time\\nend = time.monotonic() + {stretch}\\nwhile time.monotonic() < end: pass\\n"
         subprocess.run([sys.executable, "-c", busy], check=True, timeout=stretch * 10)
+        return device(pm)  # the module is used: a probe that used nothing of it is not exercised, not clean
 """
 MODES = ("exit", "fork-use", "fork-finalize", "fork-exit", "gc-cycle")
 # What each mode finds in the buggy build: outcome, phase.

@@ -129,12 +129,17 @@ def test_a_bug_at_exit_is_a_candidate_with_a_reproduction_that_needs_no_lifeguar
     buggy = entry(data, "lgbuggy", "exit")
     assert buggy["triage"] == "candidate" and buggy["counts"] == {"crashed": 1}, buggy
     assert entry(data, "lgbuggy", "gc-thread")["triage"] == "candidate"
-    assert entry(data, "lgclean", "exit")["triage"] == "clean"
-    assert entry(data, "lgclean", "gc-thread")["triage"] == "clean"
-    assert data["counts"] == {"clean": 2, "documented": 0, "candidate": 2, "probe-error": 0}
+    # The generic hook calls no function that needs an argument: lgclean's keep(obj) is never called, so
+    # nothing is said of lgclean, and it is not clean either.
+    for probe in ("exit", "gc-thread"):
+        unused = entry(data, "lgclean", probe)
+        assert unused["triage"] == "not exercised" and "not exercised" in unused["reason"], unused
+        assert [(r["exercised"], r["calls"], r["returned"]) for r in unused["exercised"]] == [(False, 0, 0)], unused
+    assert [r["calls"] for r in buggy["exercised"]] == [1]  # the entry point hook's one call of keep()
+    assert data["counts"] == {"clean": 0, "documented": 0, "candidate": 2, "probe-error": 0, "not exercised": 2}
     table = [line.split() for line in proc.stdout.splitlines()]
     assert ["lgbuggy", "1.0", "exit", "candidate", "1"] in [row[:5] for row in table]
-    assert ["lgclean", "1.0", "exit", "clean", "1"] in [row[:5] for row in table]
+    assert ["lgclean", "1.0", "exit", "not", "exercised", "1"] in [row[:6] for row in table]
     html = (tmp_path / "report" / "survey.html").read_text()
     assert "lgbuggy" in html and "candidate" in html
     # The reproduction: plain Python in the venv (no lifeguard there, none on the path), from another folder.
@@ -217,6 +222,12 @@ def test_every_probe_modes_reproduction_runs_alone(venv: Path, tmp_path: Path, t
 
 
 def test_repeat_runs_each_probe_several_times(venv: Path, tmp_path: Path, timeout: str) -> None:
-    proc, data = survey(venv, tmp_path / "report", timeout, "lgclean", "--probe", "gc-cycle", "--repeat", "3")
+    hooks = tmp_path / "hooks.py"
+    hooks.write_text(ENTRY_HOOK + '\nHOOKS = {"lgclean": exercise}\n')
+    proc, data = survey(venv, tmp_path / "report", timeout, "lgclean", "--probe", "gc-cycle", "--repeat", "3",
+                        "--hooks", str(hooks))
     assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr
-    assert [(e["probe"], e["runs"], e["counts"]) for e in data["entries"]] == [("gc-cycle", 3, {"passed": 3})]
+    assert [(e["probe"], e["runs"], e["counts"], e["triage"]) for e in data["entries"]] == \
+        [("gc-cycle", 3, {"passed": 3}, "clean")]
+    # Each run's record: the hook's call of keep() in every round of the probe.
+    assert [r["exercised"] and r["calls"] > 0 for r in data["entries"][0]["exercised"]] == [True] * 3
