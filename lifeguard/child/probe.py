@@ -29,15 +29,14 @@ import gc
 import importlib
 import os
 import random
-import sys
 import threading
 import time
-import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from lifeguard import child
 from lifeguard.child import protocol
+from lifeguard.child.exercise import Exercise, NotExercised, native_thread_count, threads_seen, wait_until_ran
 from lifeguard.child.pytest_body import extend_sys_path, load_callable
 from lifeguard.child.readable import readable
 
@@ -52,13 +51,6 @@ CO_VARARGS = 0x04
 FORKS = 4
 FORK_WINDOW = 0.5
 THREADS_RUN_WAIT = 2.0
-THREAD_POLL = 0.001
-# A thread "has run" once it went off the CPU at least once (it blocked or was preempted: a lock-holding loop
-# reached its first wait) or used this much CPU time.
-RAN_CPU_NS = 1_000_000
-# Containers the objects a hook returns are counted through, this deep.
-RETURNED_DEPTH = 2
-
 # What the probes keep alive: objects the hook returned are destroyed by the interpreter's finalization, as a
 # real program's would be (the onnxruntime incident's pool was alive until exit()).
 _kept_until_exit: list[Any] = []
@@ -99,93 +91,6 @@ def context() -> ProbeContext:
     if _context is None:
         raise RuntimeError("no probe is running in this process")
     return _context
-
-
-class NotExercised(AssertionError):
-    """The probe's hook used nothing of the module: the run says nothing about it."""
-
-
-class Exercise:
-    """What the hook did with the module in this process: the PROBE_EXERCISED record, counted as it happens."""
-
-    def __init__(self, module: Any, hook: Callable[..., Any] | None) -> None:
-        self.module = module
-        self.hook_code = getattr(getattr(hook, "__func__", hook), "__code__", None)
-        self.top = module.__name__.split(".")[0]
-        self.types = {value for value in vars(module).values() if isinstance(value, type)}
-        self.calls = 0
-        self.raised = 0
-        self.returned = 0
-        self.of_module = 0
-        self.threads_before = _native_thread_count()
-        self.threads_after = self.threads_before
-        self.hook_tids: list[int] = []
-        self.waited = 0.0
-
-    def _ours(self, name: Any) -> bool:
-        return isinstance(name, str) and (name == self.top or name.startswith(self.top + "."))
-
-    def _of_module_type(self, klass: type) -> bool:
-        return klass in self.types or self._ours(getattr(klass, "__module__", None))
-
-    def is_modules(self, func: Any) -> bool:
-        """A builtin function or method of the module's package (or of a type it defines)."""
-        try:
-            owner = getattr(func, "__self__", None)
-            if isinstance(owner, types.ModuleType):
-                return self._ours(owner.__name__)
-            if owner is not None:
-                return self._of_module_type(owner if isinstance(owner, type) else type(owner))
-            return self._ours(getattr(func, "__module__", None))
-        except Exception:  # noqa: BLE001 - an object whose attributes fail to load is not the module's
-            return False
-
-    def _profile(self, frame: Any, event: str, arg: Any) -> None:
-        if event == "call":  # Python code of the module's package, entered from outside it (not the hook itself)
-            caller = frame.f_back
-            if (frame.f_code is not self.hook_code and self._ours(frame.f_globals.get("__name__"))
-                    and (caller is None or not self._ours(caller.f_globals.get("__name__")))):
-                self.calls += 1
-        elif event == "c_call" and self.is_modules(arg):
-            self.calls += 1
-        elif event == "c_exception" and self.is_modules(arg):
-            self.raised += 1
-
-    def call(self, hook: Callable[[], Any]) -> Any:
-        """``hook()``, its calls of the module counted, and its result's objects."""
-        before = set(_task_ids())
-        previous = sys.getprofile()
-        sys.setprofile(self._profile)
-        try:
-            made = hook()
-        finally:
-            sys.setprofile(previous)
-        items = _returned_items(made, RETURNED_DEPTH)
-        self.returned += len(items)
-        self.of_module += sum(1 for item in items if self._of_module_type(type(item)))
-        self.hook_tids += [tid for tid in _task_ids() if tid not in before and tid not in self.hook_tids]
-        self.threads_after = _native_thread_count()
-        return made
-
-    def exercised(self, callback_calls: int) -> bool:
-        return self.calls > self.raised or self.of_module > 0 or callback_calls > 0
-
-    def record(self, kind: str, callback_calls: int) -> dict[str, Any]:
-        return {"probe": kind, "exercised": self.exercised(callback_calls), "calls": self.calls,
-                "raised": self.raised, "callback_calls": callback_calls, "returned": self.returned,
-                "of_module": self.of_module, "threads_before": self.threads_before,
-                "threads_after": self.threads_after, "hook_threads": _threads_seen(self.hook_tids),
-                "waited": round(self.waited, 4)}
-
-
-def _returned_items(value: Any, depth: int) -> list[Any]:
-    if value is None:
-        return []
-    if depth and isinstance(value, (list, tuple, set, frozenset)):
-        return [item for element in value for item in _returned_items(element, depth - 1)]
-    if depth and isinstance(value, dict):
-        return [item for element in value.values() for item in _returned_items(element, depth - 1)]
-    return [value]
 
 
 def _takes_context(hook: Callable[..., Any]) -> bool:
@@ -360,7 +265,7 @@ class Probe:
 
     def _let_threads_run(self) -> None:
         assert self.exercise is not None
-        self.exercise.waited = _wait_until_ran(self.exercise.hook_tids, THREADS_RUN_WAIT)
+        self.exercise.waited = wait_until_ran(self.exercise.hook_tids, THREADS_RUN_WAIT)
 
     def _fork_moments(self) -> Iterator[int]:
         """Once the hook's threads have run, reach each of ``forks`` random moments of the window in turn (a
@@ -374,8 +279,8 @@ class Probe:
 
     def _fork(self) -> int:
         assert self.exercise is not None
-        seen = _threads_seen(self.exercise.hook_tids)
-        threads = _native_thread_count()
+        seen = threads_seen(self.exercise.hook_tids)
+        threads = native_thread_count()
         after = round(time.monotonic() - self._hook_returned, 4)
         pid = os.fork()
         if pid:  # before the child can say anything: one that hangs inside fork() is known as the fork-child
@@ -395,64 +300,6 @@ def _drop_on_a_cycle(produced: Any) -> None:
     """Make ``produced`` reachable only from a reference cycle, so only a collection can free it."""
     box: list[Any] = [produced]
     box.append(box)
-
-
-def _native_thread_count() -> int:
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return threading.active_count()
-
-
-def _task_ids() -> list[int]:
-    try:
-        return [int(name) for name in os.listdir("/proc/self/task")]
-    except OSError:
-        return []
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path, "rb") as file:
-            return file.read().decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _thread_state(tid: int) -> tuple[str, str, int, int]:
-    """A thread's name, state letter, CPU time (ns) and context switches, from /proc ("" and 0 once gone)."""
-    stat = _read(f"/proc/self/task/{tid}/stat")
-    name, _, rest = stat.partition(" (")[2].rpartition(") ")
-    state = rest.split(" ", 1)[0] if rest else ""
-    schedstat = _read(f"/proc/self/task/{tid}/schedstat").split()
-    cpu = int(schedstat[0]) if schedstat and schedstat[0].isdigit() else 0
-    switches = sum(int(line.split()[-1]) for line in _read(f"/proc/self/task/{tid}/status").splitlines()
-                   if line.endswith(tuple("0123456789")) and "ctxt_switches" in line)
-    return name, state, cpu, switches
-
-
-def _threads_seen(tids: list[int]) -> list[list[Any]]:
-    """[name, state letter, CPU ns] of each of ``tids`` still alive."""
-    seen = []
-    for tid in tids:
-        name, state, cpu, _ = _thread_state(tid)
-        if state:
-            seen.append([name, state, cpu])
-    return seen
-
-
-def _wait_until_ran(tids: list[int], bound: float) -> float:
-    """Seconds waited, at most ``bound``, until each of ``tids`` has run (left the CPU once, or used RAN_CPU_NS)
-    or ended: a thread the hook just created may not have taken its lock yet."""
-    began = time.monotonic()
-    waiting = list(tids)
-    while waiting and time.monotonic() - began < bound:
-        states = {tid: _thread_state(tid) for tid in waiting}
-        waiting = [tid for tid, (_, state, cpu, switches) in states.items()
-                   if state and state not in "ZX" and switches == 0 and cpu < RAN_CPU_NS]
-        if waiting:
-            time.sleep(THREAD_POLL)
-    return time.monotonic() - began
 
 
 def _wait_child(pid: int, bound: float) -> int:
