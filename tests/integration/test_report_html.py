@@ -47,7 +47,7 @@ def test_verdicts_first_unexpected_on_top(report: Path) -> None:
     assert len(order) == SERIES
     assert set(order[:2]) == {"reads_address_zero[default]", "code[default]"}  # the unexpected ones
     assert order[-1] == "passes[default]"  # no failed run: last
-    assert "4/12 failed: rate 33% (95% CI 14%-61%)" in page and "run 2, after" in page
+    assert "under lifeguard, 4/12 runs failed: rate 33% (95% CI 14%-61%)" in page and "run 2, after" in page
 
 
 def test_the_table_holds_every_run_of_results_jsonl(report: Path) -> None:

@@ -137,7 +137,7 @@ def test_fixed_verdict_states_its_bound(scenario_file, tmp_path: Path) -> None:
     path = scenario_file("import lifeguard\n\n@lifeguard.scenario(timeout=20)\ndef quick():\n    pass\n")
     proc = run_cli("run", str(path), "--repeat", "40", "-j", "2", "--mode", "fork-server")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "0/40 failed: rate < 8.8% at 95%" in proc.stdout
+    assert "under lifeguard, 0/40 runs failed: rate < 8.8% at 95%" in proc.stdout
 
 
 FORKED = '''

@@ -94,8 +94,8 @@ def test_summary_line_with_statistics_and_modes() -> None:
     line = summary_line(summary([PASSED, CRASHED], Verdict.UNEXPECTED, PASSED))
     assert line.splitlines() == [
         "FAIL pool[buggy]  2 runs: 1 passed, 1 crashed@exit  (expected crashed@exit) -> unexpected",
-        "       1/2 failed: rate 50% (95% CI 9.5%-91%); first failure at run 2; run time p50 0.875s p90 1.375s"
-        " max 1.500s",
+        "       under lifeguard, 1/2 runs failed: rate 50% (95% CI 9.5%-91%); first failure at run 2; "
+        "run time p50 0.875s p90 1.375s max 1.500s",
         "       mode: fork-server/full",
     ]
 
@@ -116,7 +116,7 @@ def test_junit_from_the_summaries() -> None:
     assert failed is not None and failed.get("time") == "1.750"
     properties = {p.get("name"): p.get("value") for p in failed.iter("property")}
     assert properties["expected"] == "crashed@exit" and properties["count.crashed@exit"] == "1"
-    assert properties["stats.bound"].startswith("1/2 failed")
+    assert properties["stats.bound"].startswith("under lifeguard, 1/2 runs failed")
     failure = failed.find("failure")
     assert failure is not None and failure.get("message") == "expected crashed@exit, got 1 passed, 1 crashed@exit"
     assert failure.text == evidence_text(PASSED)  # the first unexpected run's evidence

@@ -16,7 +16,7 @@ def test_wilson_interval_values() -> None:
     assert low == pytest.approx(0.2366, abs=1e-3) and high == pytest.approx(0.7634, abs=1e-3)
     stats = series_stats([False, False, True, False], [0.1, 0.2, 0.3, 0.4], [1.0, 2.0, 3.0, 4.0])
     assert stats.runs_to_first_failure == 3 and stats.seconds_to_first_failure == 3.0
-    assert stats.bound_text().startswith("1/4 failed: rate 25%")
+    assert stats.bound_text().startswith("under lifeguard, 1/4 runs failed: rate 25%")
 
 
 def test_wilson_interval_edges() -> None:
@@ -68,7 +68,7 @@ def test_series_stats_of_a_mixed_series() -> None:
     assert stats == SeriesStats(runs=5, failures=2, rate=0.4, rate_low=0.11762077423264783,
                                 rate_high=0.769275718723987, runs_to_first_failure=2, seconds_to_first_failure=2.0,
                                 duration_p50=0.3, duration_p90=0.46, duration_p99=0.496, duration_max=0.5)
-    assert stats.bound_text() == "2/5 failed: rate 40% (95% CI 12%-77%)"
+    assert stats.bound_text() == "under lifeguard, 2/5 runs failed: rate 40% (95% CI 12%-77%)"
 
 
 def test_series_stats_of_clean_failed_and_empty_series() -> None:
@@ -76,9 +76,10 @@ def test_series_stats_of_clean_failed_and_empty_series() -> None:
     assert (clean.duration_p50, clean.duration_p90, clean.duration_p99, clean.duration_max) == (
         0.235, 0.415, 0.4555, 0.46)
     assert clean.runs_to_first_failure is None and clean.seconds_to_first_failure is None
-    assert clean.bound_text() == "0/10 failed: rate < 28% at 95%"
-    assert series_stats([False] * 500, [0.1] * 500).bound_text() == "0/500 failed: rate < 0.8% at 95%"
-    assert series_stats([True] * 3, [1.0] * 3).bound_text() == "3/3 failed: rate > 44% at 95%"
+    assert clean.bound_text() == "under lifeguard, 0/10 runs failed: rate < 28% at 95%"
+    assert series_stats([False] * 500, [0.1] * 500).bound_text() == (
+        "under lifeguard, 0/500 runs failed: rate < 0.8% at 95%")
+    assert series_stats([True] * 3, [1.0] * 3).bound_text() == "under lifeguard, 3/3 runs failed: rate > 44% at 95%"
     # A failure whose finish time is unknown has no seconds to first failure.
     assert series_stats([True], [1.0]).seconds_to_first_failure is None
     empty = series_stats([], [])
@@ -87,12 +88,14 @@ def test_series_stats_of_clean_failed_and_empty_series() -> None:
 
 
 def test_rates_below_a_tenth_of_a_percent_keep_their_digits() -> None:
-    assert series_stats([False] * 5000, [0.1] * 5000).bound_text() == "0/5000 failed: rate < 0.077% at 95%"
+    assert series_stats([False] * 5000, [0.1] * 5000).bound_text() == (
+        "under lifeguard, 0/5000 runs failed: rate < 0.077% at 95%")
 
 
 def test_a_bound_near_100_percent_is_never_rounded_up_to_it() -> None:
-    assert series_stats([True] * 1000, [0.1] * 1000).bound_text() == "1000/1000 failed: rate > 99.6% at 95%"
-    assert series_stats([True] * 10, [0.1] * 10).bound_text() == "10/10 failed: rate > 72% at 95%"
+    assert series_stats([True] * 1000, [0.1] * 1000).bound_text() == (
+        "under lifeguard, 1000/1000 runs failed: rate > 99.6% at 95%")
+    assert series_stats([True] * 10, [0.1] * 10).bound_text() == "under lifeguard, 10/10 runs failed: rate > 72% at 95%"
 
 
 def test_to_dict_carries_every_field_and_the_bound() -> None:
