@@ -279,14 +279,16 @@ def incomplete_life(spec: RunSpec, events: list[Event], main_pid: int) -> tuple[
 def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, duration: float, *, hung: bool,
              status_lost: str | None = None, hung_pids: list[int], python_stacks: dict[str, str],
              backtraces: list[ProcessStacks], leftovers: list[Leftover], phase_at_deadline: Phase | None = None,
-             notes: tuple[str, ...] = (), ended_early: float | None = None) -> RunResult:
+             notes: tuple[str, ...] = (), ended_early: float | None = None,
+             channel: Path | None = None) -> RunResult:
     """The run's outcome, phase and reason; ``status_lost``: why the exit status of a run that exited is
     unknown (``rc`` is None then); ``ended_early``: the settle period after which the supervisor ended a
-    hung run before its deadline (every thread blocked, no CPU time), else None."""
+    hung run before its deadline (every thread blocked, no CPU time), else None; ``channel``: where to read
+    the result channel (the supervisor's own descriptor of it), if not at its path."""
     run_dir = files.run_dir
-    channel = read_channel(files.events)
-    events = channel.events
-    if (channel_note := channel.note()) is not None:
+    read = read_channel(channel or files.events)
+    events = read.events
+    if (channel_note := read.note()) is not None:
         notes = (*notes, channel_note)
     stderr_tail = _tail(files.stderr)
     stdout_tail = _tail(files.stdout)

@@ -270,6 +270,24 @@ def supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fil
               capture_hooks: tuple[CaptureHook, ...] = (), meanwhile: Callable[[], None] | None = None) -> RunResult:
     """Watch a started run to its end: deadline, escalation ladder, leftovers, verdict data. ``meanwhile``:
     the caller's own work, done first, while the run's child starts (on another core)."""
+    # Our own look at the result channel, open for the whole run: a run that deletes its folder (a body that
+    # cleans its working directory) does not take away the events its outcome rests on.
+    try:
+        channel = os.open(files.events, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        channel = -1
+    try:
+        return _supervise(spec, handle, membership, files, relays, started, cancel=cancel,
+                          capture_hooks=capture_hooks, meanwhile=meanwhile,
+                          channel=Path(f"/proc/self/fd/{channel}") if channel >= 0 else files.events)
+    finally:
+        if channel >= 0:
+            os.close(channel)
+
+
+def _supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, files: RunFiles, relays: Relays,
+               started: float, *, cancel: threading.Event | None, capture_hooks: tuple[CaptureHook, ...],
+               meanwhile: Callable[[], None] | None, channel: Path) -> RunResult:
     python_stacks: dict[str, str] = {}
     backtraces: list[ProcessStacks] = []
     leftovers: list[Leftover] = []
@@ -337,7 +355,7 @@ def supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fil
     return classify(spec, files, handle.pid, None if hung else handle.returncode, duration, hung=hung,
                     status_lost=None if hung else handle.lost, hung_pids=hung_pids, python_stacks=python_stacks,
                     backtraces=backtraces, leftovers=leftovers, phase_at_deadline=phase_at_deadline,
-                    notes=tuple(notes), ended_early=ended_early)
+                    notes=tuple(notes), ended_early=ended_early, channel=channel)
 
 
 def _leftovers(handle: ChildHandle, membership: RunMembership) -> list[int]:
