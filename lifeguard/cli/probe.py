@@ -20,6 +20,7 @@ from lifeguard.plan.probes import DEFAULT_TIMEOUT as PROBE_TIMEOUT
 from lifeguard.plan.probes import (
     PROBE_ALIASES,
     PROBES,
+    bugs_seen,
     parse_hook,
     probe_kind,
     probe_options,
@@ -122,6 +123,11 @@ def print_exercised(session: Session, module: str) -> None:
         if len(records) > 1:
             did += f" (run 1; {sum(r.exercised for r in records)} of {len(records)} runs exercised it)"
         print(f"  {kind:<{width}}  {verdict:<15} {for_terminal(did)}")
+    bugs = bugs_seen(session.results)
+    if bugs:
+        print(f"\n{len(bugs)} problem(s) found, each once with the probes that saw it:")
+        for problem, probes in bugs:
+            print(f"  {for_terminal(problem)}\n    seen by {len(probes)} probe(s): {', '.join(probes)}")
 
 
 def module_missing(session: Session, module: str) -> str | None:

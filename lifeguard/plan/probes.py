@@ -211,6 +211,23 @@ def probe_records(results: Sequence[RunResult], scenario: str) -> tuple[ProbeRec
     return tuple(record for record in found if record is not None)
 
 
+def bugs_seen(results: Sequence[RunResult]) -> list[tuple[str, tuple[str, ...]]]:
+    """Each distinct problem the failed probe runs found (its first finding, or its outcome and reason), once,
+    with the probes that saw it, in the order first seen: one exit crash seen by every probe is one bug."""
+    seen: dict[str, list[str]] = {}
+    for result in results:
+        if result.outcome is Outcome.PASSED or NOT_EXERCISED in result.reason:
+            continue
+        finding = result.findings[0] if result.findings else None
+        where = f"{result.outcome.value}@{result.phase.value}" if result.phase else result.outcome.value
+        problem = f"{where}: {finding}" if finding is not None else f"{where}: {result.reason}"
+        kind = result.scenario.partition("[")[0].removeprefix("probe-")
+        probes = seen.setdefault(problem, [])
+        if kind not in probes:
+            probes.append(kind)
+    return [(problem, tuple(probes)) for problem, probes in seen.items()]
+
+
 def probe_verdict(summary: SeriesSummary, records: Sequence[ProbeRecord]) -> str:
     """A probe series in one word: ``not exercised`` when a run's hook used nothing of the module, ``clean`` when
     every run passed having exercised it, else what it found (``hung@fork-child``)."""

@@ -239,6 +239,12 @@ def phase_of(events: list[Event], main_pid: int) -> Phase:
     return Phase.IMPORT
 
 
+def exited_atexit(events: list[Event], main_pid: int) -> bool:
+    """Did the main process get through its atexit callbacks (lifeguard's last one ran)? What kills it after
+    that kills it in its exit, whatever its body did (a body that raised still ends, then the process exits)."""
+    return any(e.name == protocol.ATEXIT_DONE and e.pid == main_pid for e in events)
+
+
 def ended_early_text(settle: float) -> str:
     """What a hung run's reason says when the supervisor ended it before its deadline."""
     return f"ended early: every thread blocked for {settle:.1f} s, no CPU time"
@@ -320,6 +326,8 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
         reason = f"killed by {signal_name(signum)}"
         if fatal:
             reason += f" after 'Fatal Python error: {fatal.group(1)}'"
+        if known and exited_atexit(events, main_pid):
+            phase = Phase.EXIT  # a body that raised, then a process that died after its atexit callbacks
     elif child_status is not None and child_status[1] < 0 and spec.kind is not RunKind.COMMAND:
         # The main process reported a forked child killed by a signal: the crash is the child's.
         outcome = Outcome.CRASHED

@@ -231,3 +231,53 @@ def test_a_status_another_waiter_took_is_lost_never_0() -> None:
     os.waitpid(pid, 0)  # someone else takes its status first
     assert handle.wait_step(5.0)
     assert handle.returncode is None and handle.lost is not None
+
+
+# The body fails, then the process dies in the C library's exit handlers, after its atexit callbacks.
+RAISES_THEN_DIES_AT_EXIT = '''
+import ctypes
+
+ctypes.CDLL(None).__cxa_atexit(ctypes.c_void_p(8), None, None)  # an exit handler at address 8
+raise RuntimeError("the body fails first")
+'''
+
+
+def test_a_body_that_raised_and_a_process_that_died_after_its_atexit_callbacks_crashed_at_exit(
+        tmp_path: Path) -> None:
+    script = tmp_path / "script.py"
+    script.write_text(RAISES_THEN_DIES_AT_EXIT)
+    proc = run_cli("run", "--report", str(tmp_path / "report"), "--no-native", str(script))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    run = _only_run(tmp_path / "report")
+    assert (run["outcome"], run["phase"], run["signal_name"]) == ("crashed", "exit", "SIGSEGV")
+
+
+POOL_HOOK = '''
+import types
+
+
+def exercise(module):
+    def apply(*values):
+        return values
+
+    module.register_function(f"f{len(module.__dict__)}-{module.size()}", types.SimpleNamespace(apply=apply,
+                                                                                             backward=apply))
+    return module.size()
+'''
+
+
+def test_one_exit_crash_seen_by_every_probe_is_one_problem(tmp_path: Path) -> None:
+    from lifeguard.build import build_fixture
+    from lifeguard.interpreter import resolve
+    from tests.helpers import ROOT
+
+    build = build_fixture("static_destructor", "buggy", resolve(None), near=ROOT).directory
+    (tmp_path / "hooks.py").write_text(POOL_HOOK)
+    proc = run_cli("probe", "static_destructor", "--path", str(build), "--hook", "hooks.py:exercise",
+                   "--probe", "exit", "--probe", "fork-exit", "--probe", "gc-cycle", "--no-native",
+                   "--timeout", "20", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    summary = proc.stdout.rpartition("problem(s) found")[2]
+    assert proc.stdout.count("problem(s) found") == 1 and "1 problem(s) found" in proc.stdout, proc.stdout
+    assert "crashed@exit: [static-destructor-after-finalize]" in summary
+    assert "seen by 3 probe(s): exit, fork-exit, gc-cycle" in summary
