@@ -49,22 +49,23 @@ def test_a_scenario_body_that_calls_os_exit_0_fails_in_its_body(scenario_file, t
     assert "os._exit(0) called at " in run["reason"] and "exits_half_way" in run["reason"]
 
 
-def test_a_plain_script_that_calls_os_exit_0_does_not_pass(tmp_path: Path) -> None:
+def _run_script(tmp_path: Path, source: str, *options: str, exit_code: int = 1) -> dict:
+    """`lifeguard run [OPTIONS] script.py` on ``source``: its one run, the CLI's exit code checked."""
     script = tmp_path / "script.py"
-    script.write_text("import os\nprint('half', flush=True)\nos._exit(0)\n")
-    proc = run_cli("run", "--report", str(tmp_path / "report"), "--no-native", str(script))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    run = _only_run(tmp_path / "report")
+    script.write_text(source)
+    proc = run_cli("run", *options, "--report", str(tmp_path / "report"), "--no-native", str(script))
+    assert proc.returncode == exit_code, proc.stdout + proc.stderr
+    return _only_run(tmp_path / "report")
+
+
+def test_a_plain_script_that_calls_os_exit_0_does_not_pass(tmp_path: Path) -> None:
+    run = _run_script(tmp_path, "import os\nprint('half', flush=True)\nos._exit(0)\n")
     assert (run["outcome"], run["phase"]) == ("failed", "run")
     assert "script.py:3 in <module>" in run["reason"]
 
 
 def test_an_atexit_callback_that_calls_os_exit_0_fails_at_exit(tmp_path: Path) -> None:
-    script = tmp_path / "script.py"
-    script.write_text("import atexit, os\natexit.register(os._exit, 0)\n")
-    proc = run_cli("run", "--report", str(tmp_path / "report"), "--no-native", str(script))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    run = _only_run(tmp_path / "report")
+    run = _run_script(tmp_path, "import atexit, os\natexit.register(os._exit, 0)\n")
     assert (run["outcome"], run["phase"]) == ("failed", "exit")
     assert "without finalizing" in run["reason"]
 
@@ -83,12 +84,7 @@ ctypes.string_at(0)
 
 
 def test_a_forged_body_end_does_not_move_a_crash_in_the_body_to_exit(tmp_path: Path) -> None:
-    script = tmp_path / "forger.py"
-    script.write_text(FORGED_BODY_END)
-    proc = run_cli("run", "--expect", "crashed@exit", "--report", str(tmp_path / "report"), "--no-native",
-                   str(script))
-    assert proc.returncode == 1, proc.stdout + proc.stderr  # the expectation the forged line aimed at fails
-    run = _only_run(tmp_path / "report")
+    run = _run_script(tmp_path, FORGED_BODY_END, "--expect", "crashed@exit")  # the forger's aim fails: exit 1
     assert (run["outcome"], run["phase"]) == ("crashed", "run")
     assert any("the run's own events said exit" in note for note in run["notes"])
 
@@ -119,11 +115,7 @@ os.write(fd, b'{"event": "note", "pid": 1, "time": tru}\\n')
 
 
 def test_malformed_events_are_a_note_never_lifeguards_own_error(tmp_path: Path) -> None:
-    script = tmp_path / "malformed.py"
-    script.write_text(MALFORMED)
-    proc = run_cli("run", "--report", str(tmp_path / "report"), "--no-native", str(script))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    run = _only_run(tmp_path / "report")
+    run = _run_script(tmp_path, MALFORMED, exit_code=0)
     assert run["outcome"] == "passed"
     note = next(note for note in run["notes"] if "result channel" in note)
     assert "5 line(s) that are not events" in note and "field(s) of the wrong type dropped" in note
@@ -244,11 +236,7 @@ raise RuntimeError("the body fails first")
 
 def test_a_body_that_raised_and_a_process_that_died_after_its_atexit_callbacks_crashed_at_exit(
         tmp_path: Path) -> None:
-    script = tmp_path / "script.py"
-    script.write_text(RAISES_THEN_DIES_AT_EXIT)
-    proc = run_cli("run", "--report", str(tmp_path / "report"), "--no-native", str(script))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    run = _only_run(tmp_path / "report")
+    run = _run_script(tmp_path, RAISES_THEN_DIES_AT_EXIT)
     assert (run["outcome"], run["phase"], run["signal_name"]) == ("crashed", "exit", "SIGSEGV")
 
 
