@@ -6,15 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lifeguard.child import protocol
 from lifeguard.child.protocol import FORKED
 from lifeguard.diagnose.evidence import Evidence, is_waiting, matches
 from lifeguard.model.kernel import Activity
 from lifeguard.model.result import Event
-from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack
+from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack, is_user_file
 
-# Python source that is not the user's: the standard library, lifeguard's child side, frozen modules.
-_NOT_USER = ("/lib/python3", "<frozen ", "/lifeguard/child/", protocol.BOOT_SCRIPT, "<string>")
 # Native waits that are I/O or sleep, not synchronisation with another thread.
 IO_WAIT_FUNCTIONS = ("nanosleep", "clock_nanosleep", "__clock_nanosleep", "sleep", "usleep", "read", "__libc_read",
                      "poll", "__poll", "ppoll", "select", "__select", "pselect", "epoll_wait", "wait4", "__wait4",
@@ -57,14 +54,10 @@ def how_blocked(thread: ThreadStack) -> str:
     return "blocked" if is_blocked(thread) else "state unknown"
 
 
-def is_user_file(path: str | None) -> bool:
-    return bool(path) and not any(part in str(path) for part in _NOT_USER) and "site-packages" not in str(path)
-
-
 def python_entry(thread: ThreadStack) -> tuple[Frame | None, Frame | None]:
     """The innermost Python frame (where Python called into native code) and the innermost frame of
     the user's own code (not the standard library, not site-packages), either None when absent."""
-    python = [f for f in thread.frames if f.is_python and not any(p in (f.file or "") for p in _NOT_USER[2:])]
+    python = [f for f in thread.frames if f.is_python and not f.is_harness and f.file != "<string>"]
     innermost = python[0] if python else None
     user = next((f for f in python if is_user_file(f.file)), None)
     return innermost, user

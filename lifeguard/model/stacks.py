@@ -23,12 +23,24 @@ from typing import Any
 from lifeguard.model.kernel import KernelState
 
 EVAL_FRAME_FUNCTION = "_PyEval_EvalFrameDefault"
-# Python source of the harness, not of the program: lifeguard's child side and runpy, which runs scripts.
 _PYTHON_EXECUTABLE = re.compile(r"python[\d.]*[a-z]*")
-# (A replay under gdb runs the bootstrap from a copy in the run folder: its frames are not marked.)
-# A test forked from pytest (pytest --lifeguard) carries the whole pytest call chain under its body.
-HARNESS_FILES = ("/lifeguard/child/", "<frozen runpy>", "/runpy.py", "/_pytest/", "/pluggy/", "/pytest/__main__.py",
-                 "/lifeguard/pytest_plugin/", "/lifeguard/run/fork_here.py")
+# Python source of the harness, not of the program (a forked test carries the whole pytest call chain under
+# its body; a replay under gdb runs the bootstrap as a script): findings, terminal and report.html ask this.
+HARNESS_FILES = ("/lifeguard/child/", "/lifeguard/pytest_plugin/", "/lifeguard/run/fork_here.py", "/lifeguard_boot.py",
+                 "<frozen runpy>", "/runpy.py", "/_pytest/", "/pluggy/", "/pytest/__main__.py")
+# Neither the program's nor the harness's: standard library, installed packages, ``-c`` code (the bootstrap's).
+LIBRARY_FILES = ("/lib/python3", "site-packages", "<frozen ", "<string>")
+
+
+def is_harness_file(path: str | None) -> bool:
+    """Source of lifeguard's or the test runner's, there in every run: hidden, never blamed."""
+    return bool(path) and any(part in str(path) for part in HARNESS_FILES)
+
+
+def is_user_file(path: str | None) -> bool:
+    """Source of the program's own: not the harness, the standard library or an installed package."""
+    return bool(path) and not is_harness_file(path) and not any(part in str(path) for part in LIBRARY_FILES)
+
 
 # GIL states of a thread (ThreadStack.gil); None when it cannot be told.
 GIL_HELD = "held"
@@ -65,8 +77,8 @@ class Frame:
 
     @property
     def is_harness(self) -> bool:
-        """A Python frame of lifeguard's bootstrap or runpy: there in every run, hidden on the terminal."""
-        return self.is_python and any(part in (self.file or "") for part in HARNESS_FILES)
+        """A Python frame of the harness (is_harness_file): there in every run, hidden on the terminal."""
+        return self.is_python and is_harness_file(self.file)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -382,18 +394,7 @@ def processes_from_json(data: Iterable[Mapping[str, Any]]) -> list[ProcessStacks
 
 
 __all__ = [
-    "EVAL_FRAME_FUNCTION",
-    "GIL_ACQUIRE_FUNCTIONS",
-    "GIL_HELD",
-    "GIL_RELEASED",
-    "GIL_STATES",
-    "GIL_WAITING",
-    "Frame",
-    "ProcessStacks",
-    "SignalInfo",
-    "ThreadStack",
-    "infer_gil",
-    "processes_from_json",
-    "processes_to_json",
-    "render_text",
+    "EVAL_FRAME_FUNCTION", "GIL_ACQUIRE_FUNCTIONS", "GIL_HELD", "GIL_RELEASED", "GIL_STATES", "GIL_WAITING",
+    "Frame", "ProcessStacks", "SignalInfo", "ThreadStack", "infer_gil", "processes_from_json",
+    "processes_to_json", "render_text", "is_harness_file", "is_user_file",
 ]

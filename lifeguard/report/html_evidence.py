@@ -23,7 +23,7 @@ from lifeguard.diagnose.view import (
     trimmed_frames,
 )
 from lifeguard.model.result import RunResult
-from lifeguard.model.stacks import HARNESS_FILES, Frame, ProcessStacks, ThreadStack
+from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack, is_harness_file
 
 MAX_FILES = 40  # evidence files listed for one run (a run folder of a command may hold many cores)
 
@@ -179,7 +179,7 @@ def harness_lines(text: str) -> list[tuple[str, bool]]:
     marks = [False] * len(lines)
     for position, n in enumerate(files):
         line = lines[n]
-        if any(part in line for part in HARNESS_FILES):
+        if is_harness_file(line):
             marks[n] = True
         elif '"<string>", line 1' in line:
             # The bootstrap's -c line sits beside bootstrap.py's main(); a -c program's own lines do not.

@@ -24,9 +24,9 @@ def findings_text(result: RunResult) -> list[str]:
 
 def _python_dump(dump: str, max_lines: int) -> str:
     """A faulthandler dump without lifeguard's bootstrap and runpy lines (there in every run)."""
-    from lifeguard.model.stacks import HARNESS_FILES
+    from lifeguard.model.stacks import is_harness_file
     kept = [line for line in dump.rstrip().splitlines()
-            if not any(part in line for part in HARNESS_FILES) and 'File "<string>", line 1 in <module>' not in line]
+            if not is_harness_file(line) and 'File "<string>", line 1 in <module>' not in line]
     return "\n".join(kept[-max_lines:])
 
 
