@@ -125,11 +125,7 @@ def _frame_line(frame: Frame) -> str:
 
 
 def _thread_title(thread: ThreadStack, signal: SignalInfo | None) -> str:
-    text = f"Thread {thread.tid}" + (f' "{thread.name}"' if thread.name else "")
-    if thread.gil is not None:
-        text += f" GIL {thread.gil}"
-    if thread.kernel is not None:
-        text += f", {thread.kernel.label()}"
+    text = thread.title()
     if signal is not None and signal.tid == thread.tid:
         text += f"  <-- {signal.name or 'signal'}"
     return text

@@ -51,6 +51,11 @@ def series_label(scenario: str, variant: str) -> str:
     return scenario if variant in tail.split("-") else f"{scenario}[{variant}]"
 
 
+def counts_text(counts: Mapping[str, int]) -> str:
+    """``3 crashed@exit, 1 passed``: a series' outcomes, the way every report counts them."""
+    return ", ".join(f"{n} {outcome}" for outcome, n in counts.items()) or "no runs"
+
+
 def signal_name(signum: int | None) -> str | None:
     if signum is None:
         return None

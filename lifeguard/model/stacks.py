@@ -139,6 +139,14 @@ class ThreadStack:
     def python_frames(self) -> tuple[Frame, ...]:
         return tuple(f for f in self.frames if f.is_python)
 
+    def title(self, *, pthread: bool = False) -> str:
+        """``Thread 7 "python" GIL held, blocked in futex``: how every report heads a thread."""
+        text = f"Thread {self.tid}" + (f' "{self.name}"' if self.name else "")
+        if pthread and self.pthread_id is not None:
+            text += f" (pthread 0x{self.pthread_id:x})"
+        text += f" GIL {self.gil}" if self.gil is not None else ""
+        return text + (f", {self.kernel.label()}" if self.kernel is not None else "")
+
     def function_names(self) -> list[str]:
         """Names of the native frames, innermost first (handy for pattern rules)."""
         return [f.function for f in self.frames if not f.is_python and f.function]
@@ -355,15 +363,7 @@ def render_text(processes: Iterable[ProcessStacks]) -> str:
 
 
 def _render_thread(thread: ThreadStack, signal: SignalInfo | None) -> list[str]:
-    header = f"  Thread {thread.tid}"
-    if thread.name:
-        header += f' "{thread.name}"'
-    if thread.pthread_id is not None:
-        header += f" (pthread 0x{thread.pthread_id:x})"
-    if thread.gil is not None:
-        header += f" GIL {thread.gil}"
-    if thread.kernel is not None:
-        header += f" [{thread.kernel.label()}]"
+    header = f"  {thread.title(pthread=True)}"
     if signal is not None and signal.tid == thread.tid:
         header += f"  <-- {signal.name or 'signal'}"
     lines = [header]

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from lifeguard.model.outcomes import Expectation, Outcome, Phase
-from lifeguard.model.result import Finding, RunResult, Session
+from lifeguard.model.result import Finding, RunResult, Session, counts_text
 from lifeguard.report.text import evidence_text
 
 
@@ -59,8 +59,7 @@ class Runs:
         return evidence_text(self.result)
 
     def __str__(self) -> str:
-        counts = ", ".join(f"{n} {text}" for text, n in self.counts.items()) or "no runs"
-        return f"{self.label}: {len(self.results)} run(s): {counts}"
+        return f"{self.label}: {len(self.results)} run(s): {counts_text(self.counts)}"
 
     def __repr__(self) -> str:
         return f"<Runs {self}>"

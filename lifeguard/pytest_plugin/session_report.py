@@ -19,7 +19,7 @@ from pathlib import Path
 from lifeguard.child.forked_test import harness_imports
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome, Verdict
-from lifeguard.model.result import RunResult, SeriesSummary, Session, series_label
+from lifeguard.model.result import RunResult, SeriesSummary, Session, counts_text, series_label
 from lifeguard.model.scenario import Scenario
 from lifeguard.model.seeds import text_digest
 from lifeguard.model.tally import SeriesTally
@@ -151,7 +151,7 @@ class SessionRecord:
         for summary in summaries:
             variant = summary.variant
             mark = "ok  " if summary.verdict is Verdict.EXPECTED else "FAIL"
-            counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
+            counts = counts_text(summary.counts)
             where = ""
             failed = [r for r in results if r.outcome is not Outcome.PASSED]
             if self.report_dir is not None and failed:

@@ -12,7 +12,7 @@ import pytest
 from lifeguard.child import protocol
 from lifeguard.interpreter import Interpreter, resolve
 from lifeguard.model.outcomes import Outcome, Verdict
-from lifeguard.model.result import RunResult, SeriesSummary, series_label
+from lifeguard.model.result import RunResult, SeriesSummary, counts_text, series_label
 from lifeguard.pytest_plugin.assertions import outcome_text
 from lifeguard.report.junit import series_properties
 from lifeguard.report.text import evidence_text, summary_line
@@ -58,8 +58,7 @@ def failure_text(summaries: list[SeriesSummary]) -> str:
             first += f": [{run.findings[0].kind}] {run.findings[0].summary}"
         elif run.reason:
             first += f": {run.reason.splitlines()[0]}"
-        counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items())
-        first += f"  (expected {summary.expected}, got {counts} in {summary.runs} run(s))"
+        first += f"  (expected {summary.expected}, got {counts_text(summary.counts)} in {summary.runs} run(s))"
         parts.append(first)
         failure = Path(run.run_dir) / protocol.PYTEST_FAILURE_FILE
         pytest_text = failure.read_text(errors="replace") if failure.is_file() else ""

@@ -103,11 +103,7 @@ def _frame_rows(thread: ThreadStack, culprit: bool) -> tuple[FrameRow, ...]:
 
 
 def _thread_title(thread: ThreadStack, process: ProcessStacks) -> str:
-    text = f"Thread {thread.tid}" + (f' "{thread.name}"' if thread.name else "")
-    if thread.gil is not None:
-        text += f", GIL {thread.gil}"
-    if thread.kernel is not None:
-        text += f", {thread.kernel.label()}"
+    text = thread.title()
     if process.signal is not None and process.signal.tid == thread.tid:
         text += f", got {process.signal.name or 'a signal'}"
     return text

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lifeguard.model.outcomes import Outcome, Verdict
-from lifeguard.model.result import RunResult, SeriesSummary, Session, series_label
+from lifeguard.model.result import RunResult, SeriesSummary, Session, counts_text, series_label
 from lifeguard.report.escape import for_xml
 from lifeguard.report.text import evidence_text
 
@@ -42,8 +42,8 @@ def junit_xml(session: Session) -> str:
             error = ET.SubElement(case, "error", message=f"lifeguard failed run {own_error.index}: {own_error.reason}")
             error.text = evidence_text(own_error)
         elif summary.verdict is Verdict.UNEXPECTED:
-            counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
-            failure = ET.SubElement(case, "failure", message=f"expected {summary.expected}, got {counts}")
+            failure = ET.SubElement(case, "failure",
+                                    message=f"expected {summary.expected}, got {counts_text(summary.counts)}")
             if summary.first_unexpected is not None:
                 failure.text = evidence_text(summary.first_unexpected)
         elif summary.first_failure is not None:

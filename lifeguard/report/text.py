@@ -4,7 +4,7 @@ plugin show them."""
 from __future__ import annotations
 
 from lifeguard.model.outcomes import Verdict
-from lifeguard.model.result import RunResult, SeriesSummary, series_label
+from lifeguard.model.result import RunResult, SeriesSummary, counts_text, series_label
 from lifeguard.model.run import StartMode
 
 EVIDENCE_LINES = 25
@@ -68,7 +68,7 @@ def evidence_text(result: RunResult, max_lines: int = EVIDENCE_LINES, *, tails: 
 
 
 def summary_line(summary: SeriesSummary) -> str:
-    counts = ", ".join(f"{n} {o}" for o, n in summary.counts.items()) or "no runs"
+    counts = counts_text(summary.counts)
     mark = "ok  " if summary.verdict is Verdict.EXPECTED else "FAIL"
     runs = f"{summary.runs} run" if summary.runs == 1 else f"{summary.runs} runs"
     line = (f"{mark} {series_label(summary.scenario, summary.variant)}  {runs}: {counts}"

@@ -69,3 +69,21 @@ def test_python_frames_and_function_names_of_a_thread() -> None:
     assert frames[1].is_eval_frame and not frames[2].is_eval_frame
     process = ProcessStacks(pid=3, threads=(thread,))
     assert process.thread(3) is thread and process.thread(4) is None
+
+
+def test_every_report_heads_a_thread_alike() -> None:
+    """One title (tid, name, GIL, the kernel's word): the terminal's stacks, its evidence view and
+    report.html each add only their own mark for the signalled thread."""
+    from lifeguard.diagnose.view import _thread_title as view_title
+    from lifeguard.model.kernel import KernelState
+    from lifeguard.report.html_evidence import _thread_title as page_title
+
+    thread = ThreadStack(7, "python", gil="held", pthread_id=0xAB,
+                         kernel=KernelState("S", "S", "futex", "futex_wait_queue", 0.0, 0.2))
+    title = thread.title()
+    assert title.startswith('Thread 7 "python" GIL held, ') and "futex" in title
+    assert thread.title(pthread=True) == title.replace('"python"', '"python" (pthread 0xab)')
+    process = ProcessStacks(pid=1, threads=(thread,))
+    assert f"  {thread.title(pthread=True)}\n" in render_text([process])
+    assert view_title(thread, None) == title
+    assert page_title(thread, process) == title
