@@ -10,21 +10,14 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 import types
 from collections.abc import Callable
 from typing import Any
 
-THREAD_POLL = 0.001
-# A thread "has run" once it went off the CPU at least once (it blocked or was preempted: a lock-holding loop
-# reached its first wait) or used this much CPU time.
-RAN_CPU_NS = 1_000_000
+from lifeguard.child.fork_schedule import task_ids, threads_seen
+
 # Containers the objects a hook returns are counted through, this deep.
 RETURNED_DEPTH = 2
-
-
-class NotExercised(AssertionError):
-    """The probe's hook used nothing of the module: the run says nothing about it."""
 
 
 class Exercise:
@@ -75,7 +68,7 @@ class Exercise:
 
     def call(self, hook: Callable[[], Any]) -> Any:
         """``hook()``, its calls of the module counted, and its result's objects."""
-        before = set(_task_ids())
+        before = set(task_ids())
         previous = sys.getprofile()
         sys.setprofile(self._profile)
         try:
@@ -85,19 +78,34 @@ class Exercise:
         items = _returned_items(made, RETURNED_DEPTH)
         self.returned += len(items)
         self.of_module += sum(1 for item in items if self._of_module_type(type(item)))
-        self.hook_tids += [tid for tid in _task_ids() if tid not in before and tid not in self.hook_tids]
+        self.hook_tids += [tid for tid in task_ids() if tid not in before and tid not in self.hook_tids]
         self.threads_after = native_thread_count()
         return made
 
     def exercised(self, callback_calls: int) -> bool:
         return self.calls > self.raised or self.of_module > 0 or callback_calls > 0
 
-    def record(self, kind: str, callback_calls: int) -> dict[str, Any]:
+    def why_not(self, kind: str, hooked: bool, callback_calls: int) -> str:
+        """Why the ``kind`` probe exercised nothing of the module, with its figures; "" when it did."""
+        if self.exercised(callback_calls):
+            return ""
+        name = self.module.__name__
+        returned = f"returned {self.returned} object(s), none of {name}'s, and no callback was called"
+        if not hooked:
+            did = "no hook was given: importing it is all the probe did"
+        elif self.calls:
+            did = f"all {self.calls} call(s) of it raised; the hook {returned}"
+        else:
+            did = f"the hook made 0 calls of it and {returned}"
+        return f"the {kind} probe used nothing of {name}: {did}"
+
+    def record(self, kind: str, hooked: bool, callback_calls: int) -> dict[str, Any]:
         return {"probe": kind, "exercised": self.exercised(callback_calls), "calls": self.calls,
                 "raised": self.raised, "callback_calls": callback_calls, "returned": self.returned,
                 "of_module": self.of_module, "threads_before": self.threads_before,
                 "threads_after": self.threads_after, "hook_threads": threads_seen(self.hook_tids),
-                "waited": round(self.waited, 4)}
+                "waited": round(self.waited, 4),
+                "why": self.why_not(kind, hooked, callback_calls)}
 
 
 def _returned_items(value: Any, depth: int) -> list[Any]:
@@ -115,54 +123,3 @@ def native_thread_count() -> int:
         return len(os.listdir("/proc/self/task"))
     except OSError:
         return threading.active_count()
-
-
-def _task_ids() -> list[int]:
-    try:
-        return [int(name) for name in os.listdir("/proc/self/task")]
-    except OSError:
-        return []
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path, "rb") as file:
-            return file.read().decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _thread_state(tid: int) -> tuple[str, str, int, int]:
-    """A thread's name, state letter, CPU time (ns) and context switches, from /proc ("" and 0 once gone)."""
-    stat = _read(f"/proc/self/task/{tid}/stat")
-    name, _, rest = stat.partition(" (")[2].rpartition(") ")
-    state = rest.split(" ", 1)[0] if rest else ""
-    schedstat = _read(f"/proc/self/task/{tid}/schedstat").split()
-    cpu = int(schedstat[0]) if schedstat and schedstat[0].isdigit() else 0
-    switches = sum(int(line.split()[-1]) for line in _read(f"/proc/self/task/{tid}/status").splitlines()
-                   if line.endswith(tuple("0123456789")) and "ctxt_switches" in line)
-    return name, state, cpu, switches
-
-
-def threads_seen(tids: list[int]) -> list[list[Any]]:
-    """[name, state letter, CPU ns] of each of ``tids`` still alive."""
-    seen = []
-    for tid in tids:
-        name, state, cpu, _ = _thread_state(tid)
-        if state:
-            seen.append([name, state, cpu])
-    return seen
-
-
-def wait_until_ran(tids: list[int], bound: float) -> float:
-    """Seconds waited, at most ``bound``, until each of ``tids`` has run (left the CPU once, or used RAN_CPU_NS)
-    or ended: a thread the hook just created may not have taken its lock yet."""
-    began = time.monotonic()
-    waiting = list(tids)
-    while waiting and time.monotonic() - began < bound:
-        states = {tid: _thread_state(tid) for tid in waiting}
-        waiting = [tid for tid, (_, state, cpu, switches) in states.items()
-                   if state and state not in "ZX" and switches == 0 and cpu < RAN_CPU_NS]
-        if waiting:
-            time.sleep(THREAD_POLL)
-    return time.monotonic() - began

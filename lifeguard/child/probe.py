@@ -12,12 +12,13 @@ methods the hook called, and its package's Python functions entered from outside
 function while the hook runs), and how many of the native calls raised, the callbacks
 native code called, the objects returned (and how many are the module's), the native threads before and after.
 A probe whose hook made no call of the module that returned, returned none of its objects and had no callback
-called exercised nothing: its body fails with protocol.NOT_EXERCISED, never a clean pass.
+called exercised nothing: its process exits with NOT_EXERCISED_STATUS right after the record, never a clean
+pass (the run is ``not exercised``: lifeguard.run.classify).
 
-The fork probes fork while the hook's threads are busy: they wait until every thread the hook started has run
-(its CPU time or context switches in /proc), then fork FORKS times, one child at a time, at random moments over
-FORK_WINDOW seconds (the run's seed picks them): a thread that holds a lock most of the time is caught holding
-it. Each fork's FORK_CHILD event says which threads were alive and in what state.
+The fork probes fork while the hook's threads are busy, by child.fork_schedule: they wait until every thread the
+hook started has run (its CPU time or context switches in /proc), then fork FORKS times, one child at a time, at
+random moments over FORK_WINDOW seconds (the run's seed picks them): a thread that holds a lock most of the time
+is caught holding it. Each fork's FORK_CHILD event says which threads were alive and in what state.
 
 A forked child is waited for up to its own deadline (shorter than the run's); past it the parent notes so and
 keeps waiting, never kills it: the supervisor captures the hung child's stacks (phase ``fork-child``).
@@ -28,7 +29,6 @@ from __future__ import annotations
 import gc
 import importlib
 import os
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,7 +36,15 @@ from typing import Any
 
 from lifeguard import child
 from lifeguard.child import protocol
-from lifeguard.child.exercise import Exercise, NotExercised, native_thread_count, threads_seen, wait_until_ran
+from lifeguard.child.exercise import Exercise, native_thread_count
+from lifeguard.child.fork_schedule import (
+    FORK_WINDOW,
+    FORKS,
+    THREADS_RUN_WAIT,
+    fork_moments,
+    threads_seen,
+    wait_until_ran,
+)
 from lifeguard.child.pytest_body import extend_sys_path, load_callable
 from lifeguard.child.readable import readable
 
@@ -46,11 +54,9 @@ COLLECTOR_JOIN_SECONDS = 5.0
 # much that a hook still importing on the main thread starved (4 of 5 gc-thread failures of a survey were that).
 COLLECTOR_PAUSE = 0.002
 CO_VARARGS = 0x04
-# The fork probes: forks per run, the window their random moments fall in (seconds after the hook's threads
-# have run), and how long to wait at most for the hook's threads to have run before forking anyway.
-FORKS = 4
-FORK_WINDOW = 0.5
-THREADS_RUN_WAIT = 2.0
+# A probe that exercised nothing ends its process with this status and no traceback: nothing failed, and
+# its PROBE_EXERCISED event says why (run.classify makes the run "not exercised").
+NOT_EXERCISED_STATUS = 1
 # What the probes keep alive: objects the hook returned are destroyed by the interpreter's finalization, as a
 # real program's would be (the onnxruntime incident's pool was alive until exit()).
 _kept_until_exit: list[Any] = []
@@ -141,21 +147,12 @@ class Probe:
         return made
 
     def _report(self) -> None:
-        """PROBE_EXERCISED; NotExercised when the hook used nothing of the module."""
+        """PROBE_EXERCISED; when the hook used nothing of the module, the process ends here (no check, no fork)."""
         assert self.exercise is not None
-        record = self.exercise.record(context().kind, context().calls)
+        record = self.exercise.record(context().kind, self.hook is not None, context().calls)
         child.emit(protocol.PROBE_EXERCISED, **record)
         if not record["exercised"]:
-            if self.hook is None:
-                why = "no hook was given (--hook FILE.py:FUNC) and importing is all it did"
-            elif self.exercise.calls:
-                why = (f"all {self.exercise.calls} call(s) of it raised, it returned none of its objects and "
-                       "no callback was called")
-            else:
-                why = "the hook called none of its functions or methods, returned none of its objects and no " \
-                      "callback was called"
-            raise NotExercised(f"{protocol.NOT_EXERCISED}: the {context().kind} probe used nothing of "
-                               f"{self.name}: {why}")
+            raise SystemExit(NOT_EXERCISED_STATUS)
 
     def _check(self) -> None:
         if self.check is not None:
@@ -271,9 +268,9 @@ class Probe:
         """Once the hook's threads have run, reach each of ``forks`` random moments of the window in turn (a
         child's wait may pass the next one: that fork comes at once), yielding the fork's number."""
         seed = os.environ.get(protocol.SEED_ENV, "")
-        rng = random.Random(int(seed) if seed.isdigit() else None)
         began = time.monotonic()
-        for number, moment in enumerate(sorted(rng.uniform(0, self.fork_window) for _ in range(self.forks))):
+        for number, moment in enumerate(fork_moments(int(seed) if seed.isdigit() else None, self.forks,
+                                                     self.fork_window)):
             time.sleep(max(0.0, began + moment - time.monotonic()))
             yield number
 

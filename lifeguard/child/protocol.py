@@ -8,6 +8,11 @@ the dump signal reaches the child as a number in the spec).
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
 # --- environment variables the supervisor sets for a child -----------------------------------------
 CHILD_ENV = "LIFEGUARD_CHILD"  # "1" inside a supervised child: @lifeguard.scenario does no bookkeeping there
 SPEC_ENV = "LIFEGUARD_SPEC"  # the run spec (SPEC_KEYS) as a Python literal
@@ -112,14 +117,24 @@ PYTEST_OUTCOME = "pytest-outcome"  # a pytest body called pytest.skip() / pytest
 # that hangs or dies inside fork() (an atfork handler) never emits FORKED, and is still the run's fork-child.
 FORK_CHILD = "fork-child"
 FORK_CHILD_EXIT = "fork-child-exit"  # how that child ended ("child", "status": exit code, negative: its signal)
-# What a probe run did with its module, once its hook returned (PROBE_KEYS); a probe that exercised nothing fails
-# its body with NOT_EXERCISED in the message. A fork probe's FORK_CHILD also says "after" (seconds since the hook
-# returned), "threads" (native threads alive) and "hook_threads" ([name, state letter, CPU ns] of each thread the
-# hook started).
+# What a probe run did with its module, once its hook returned (PROBE_KEYS; "why": the one line saying why it
+# exercised nothing, "" when it did). A probe that exercised nothing then exits with a non-zero status and no
+# traceback; the supervisor makes such a run NOT_EXERCISED. A fork probe's FORK_CHILD also says "after" (seconds
+# since the hook returned), "threads" (native threads alive) and "hook_threads" ([name, state letter, CPU ns] of
+# each thread the hook started).
 PROBE_EXERCISED = "probe-exercised"
 PROBE_KEYS = ("probe", "exercised", "calls", "raised", "callback_calls", "returned", "of_module", "threads_before",
-              "threads_after", "hook_threads", "waited")
+              "threads_after", "hook_threads", "waited", "why")
 NOT_EXERCISED = "not exercised"
+
+
+def not_exercised(events: Iterable[Any], main_pid: int) -> str | None:
+    """Why the main process's probe used nothing of its module (its PROBE_EXERCISED event), or None when it did
+    or is no probe: what run.classify makes a ``not exercised`` run of."""
+    for event in events:
+        if event.name == PROBE_EXERCISED and event.pid == main_pid and event.get("exercised") is False:
+            return str(event.get("why") or "the probe's hook used nothing of its module")
+    return None
 
 # --- frames: the child's functions a stack shows, which say what phase of its life a process was in -----
 BODY_FRAMES = ("_run_body", "become_run")  # bootstrap's and forked_test's: the body runs inside them

@@ -113,7 +113,7 @@ class SurveyCommand(Command):
                              keep_all_runs=True)
         session = run_session(scenarios, survey_options(native=not args.no_native), setup)
         entries = triage(session, meaning, limitations,
-                         lambda probed, run: write_reproduction(report / "repro", probed, run))
+                         lambda probed, run: write_reproduction(report / "repro", probed, run, args.timeout))
         survey = Survey(session, tuple(packages), tuple(entries), probes, tuple(problems))
         write_survey_json(survey, report)
         write_survey_page(survey, report)

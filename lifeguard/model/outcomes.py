@@ -14,6 +14,9 @@ class Outcome(str, enum.Enum):
     CRASHED = "crashed"  # killed by a signal or a fatal error
     HUNG = "hung"  # the deadline passed
     CORRUPTED = "corrupted"  # the scenario reported broken data
+    # A probe whose hook used nothing of its module: no verdict on the module, and never a pass (its
+    # process exited non-zero on purpose, after saying why: neither a failure nor a crash of the module).
+    NOT_EXERCISED = "not exercised"
     # lifeguard's own fault for this run (an exception while supervising or explaining it): never an
     # expectation, always an unexpected verdict, and the session exits 3.
     ERROR = "error"
@@ -58,13 +61,16 @@ class Expectation:
         if sometimes:
             text = text[len(SOMETIMES_PREFIX) :]
         outcome_text, _, phase_text = text.strip().partition("@")
-        choices = ", ".join(o.value for o in Outcome if o is not Outcome.ERROR)
+        choices = ", ".join(o.value for o in Outcome if o not in (Outcome.ERROR, Outcome.NOT_EXERCISED))
         try:
             outcome = Outcome(outcome_text)
         except ValueError:
             raise ValueError(f"unknown outcome {outcome_text!r} (choose from {choices})") from None
         if outcome is Outcome.ERROR:
             raise ValueError(f"'error' is lifeguard's own failure, not an outcome to expect (choose from {choices})")
+        if outcome is Outcome.NOT_EXERCISED:  # a probe's own failure to use its module: it says nothing of it
+            raise ValueError(f"'not exercised' is a probe that used nothing of its module, not an outcome to expect "
+                             f"(choose from {choices})")
         phase = None
         if phase_text:
             try:

@@ -19,11 +19,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from lifeguard.model.outcomes import Outcome
+
 CLEAN = "clean"
 DOCUMENTED = "documented"
 CANDIDATE = "candidate"
 PROBE_ERROR = "probe-error"
-NOT_EXERCISED = "not exercised"
+NOT_EXERCISED = Outcome.NOT_EXERCISED.value  # the class of a probe whose runs were not exercised
 TRIAGE_CLASSES = (CLEAN, DOCUMENTED, CANDIDATE, PROBE_ERROR, NOT_EXERCISED)
 # Classes that make `lifeguard survey` exit 1: something someone has to look at.
 NEEDS_A_LOOK = (CANDIDATE, PROBE_ERROR, NOT_EXERCISED)

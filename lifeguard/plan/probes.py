@@ -6,7 +6,7 @@ A probe is a generated scenario: a small file that imports the module, drives it
 ``-X dev`` and ``PYTHONMALLOC=debug`` so a use-after-free shows, with early hang detection on. Each probe
 expects a clean pass; anything else is a bug found, with its evidence and findings. A clean pass is earned: each
 run records what its hook did with the module (probe_records), and a run whose hook used nothing of it fails as
-``not exercised`` (lifeguard.child.probe), never passes. The modes keep causes apart:
+``not exercised`` (lifeguard.child.probe, protocol.not_exercised), never passes. The modes keep causes apart:
 
 - ``exit``: what the hook made, and the callbacks it handed to native code, stay alive until the interpreter
   finalizes (the onnxruntime static pool that released Python objects after Py_Finalize);
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeguard.child import protocol
-from lifeguard.child.probe import FORK_WINDOW, FORKS
+from lifeguard.child.fork_schedule import FORK_WINDOW, FORKS
 from lifeguard.errors import UsageError
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import RunResult, SeriesSummary
@@ -216,7 +216,7 @@ def bugs_seen(results: Sequence[RunResult]) -> list[tuple[str, tuple[str, ...]]]
     with the probes that saw it, in the order first seen: one exit crash seen by every probe is one bug."""
     seen: dict[str, list[str]] = {}
     for result in results:
-        if result.outcome is Outcome.PASSED or NOT_EXERCISED in result.reason:
+        if result.outcome in (Outcome.PASSED, Outcome.NOT_EXERCISED):
             continue
         finding = result.findings[0] if result.findings else None
         where = f"{result.outcome.value}@{result.phase.value}" if result.phase else result.outcome.value

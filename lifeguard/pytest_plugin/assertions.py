@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from lifeguard.model.outcomes import Expectation, Outcome, Phase
 from lifeguard.model.result import Finding, RunResult, Session, counts_text
+from lifeguard.model.survey import ProbeRecord
 from lifeguard.report.text import evidence_text
 
 
@@ -18,9 +19,10 @@ def outcome_text(result: RunResult) -> str:
 class Runs:
     """The supervised runs of one call (a few scenarios x variants x repeats), oldest first."""
 
-    def __init__(self, label: str, session: Session) -> None:
+    def __init__(self, label: str, session: Session, exercised: tuple[ProbeRecord, ...] = ()) -> None:
         self.label = label
         self.session = session
+        self.exercised = exercised  # a probe's: what each run did with the module, in run order
         self.results: list[RunResult] = sorted(session.results, key=lambda r: (r.scenario, r.variant, r.index))
 
     def __iter__(self) -> Iterator[RunResult]:

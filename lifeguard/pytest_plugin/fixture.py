@@ -12,7 +12,10 @@ import pytest
 
 from lifeguard.build import build_fixture
 from lifeguard.errors import LifeguardError, MarkerError
+from lifeguard.model.outcomes import Outcome
+from lifeguard.model.result import Session
 from lifeguard.model.scenario import DEFAULT_TIMEOUT, Scenario
+from lifeguard.model.survey import NOT_EXERCISED, ProbeRecord
 from lifeguard.model.validate import positive_count, positive_seconds
 from lifeguard.plan.discover import code_scenario, script_scenario
 from lifeguard.plan.probes import (
@@ -22,7 +25,9 @@ from lifeguard.plan.probes import (
     parent_sys_path,
     parse_hook,
     probe_options,
+    probe_records,
     probe_scenarios,
+    probe_verdict,
 )
 from lifeguard.pytest_plugin.assertions import Runs
 from lifeguard.pytest_plugin.marker import _variants, label_of
@@ -142,7 +147,9 @@ class LifeguardFixture:
         """Run one probe of ``module`` (a name of PROBES, or "fork" for "fork-use"; see ``lifeguard probe``).
 
         ``hook`` / ``check``: a module-level function or ``"file.py:func"``. ``paths``:
-        folders to import ``module`` from; this process's import path is always added.
+        folders to import ``module`` from; this process's import path is always added. What each run did
+        with the module is printed and kept in the result's ``exercised``; a probe that exercised nothing
+        fails the test here (``not exercised``), whatever the test asserts next.
         """
         __tracebackhide__ = True
         if PROBE_ALIASES.get(probe, probe) not in PROBES:
@@ -164,7 +171,8 @@ class LifeguardFixture:
         except LifeguardError as exc:
             raise MarkerError(f"{exc}\n{exc.HELP_TEXT}".strip()) from None
         self._record.add_call(f"{self._item.nodeid}::{name}", session)
-        return Runs(f"{probe} probe of {module}", session)
+        label = f"{probe} probe of {module}"
+        return Runs(label, session, exercised=_exercised(label, session, scenarios[0].name))
 
     def build(self, fixture: str, variant: str = "buggy") -> Path:
         """Build ``fixtures_native/<fixture>`` (found from the test file) and return the folder to import it from."""
@@ -174,6 +182,23 @@ class LifeguardFixture:
         except LifeguardError as exc:
             raise MarkerError(f"{exc}\n{exc.HELP_TEXT}".strip()) from None
 
+
+
+def _exercised(label: str, session: Session, scenario: str) -> tuple[ProbeRecord, ...]:
+    """Each run's record of what the probe did with the module, printed (the test's captured output); the test
+    fails here when the probe was not exercised, as `lifeguard probe` exits 1: it says nothing of the module."""
+    __tracebackhide__ = True
+    records = probe_records(session.results, scenario)
+    for number, record in enumerate(records, 1):
+        print(f"lifeguard: {label}, run {number}: {record.text()}")
+    summary = next((s for s in session.summaries if s.scenario == scenario), None)
+    if summary is not None and probe_verdict(summary, records) == NOT_EXERCISED:
+        unused = next((r for r in session.results if r.outcome is Outcome.NOT_EXERCISED), None)
+        why = unused.reason if unused is not None else "its hook used nothing of the module"
+        did = next((r.text() for r in records if not r.exercised), "")
+        pytest.fail(f"{label}: {NOT_EXERCISED}: {why}\n  what it did: {did}\n  a probe says something of a "
+                    "module only through a hook that uses it: probe(..., hook=FUNC or 'file.py:func')", pytrace=False)
+    return records
 
 
 def _hook_spec(hook: Callable[[Any], Any] | str | None, what: str) -> dict[str, Any] | None:

@@ -19,7 +19,7 @@ INSTALL_HINT = "pip install 'lifeguard[html]'"
 SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"  # a name inside the spec, never fetched
 # Outcome colours, the same in every chart and in the page's badges (report.css).
 OUTCOME_COLOURS = {"passed": "#2e7d32", "failed": "#ef6c00", "crashed": "#c62828", "hung": "#6a1b9a",
-                   "corrupted": "#8d6e63", "error": "#212121"}
+                   "corrupted": "#8d6e63", "not exercised": "#757575", "error": "#212121"}
 VERDICT_COLOURS = {"unexpected": "#c62828", "expected": "#2e7d32"}
 LABEL_CHARS = 60  # a pytest node id can be long: the axis shows its start, the table the whole name
 DURATIONS_PER_SERIES = 4000  # a box plot drawn from at most this many runs of a series (evenly spaced)

@@ -37,15 +37,14 @@ MAX_VITAL_EVENTS = 1000
 VITAL_TEXT_CHARS = 200
 VITAL_EVENTS = frozenset({protocol.STARTED, protocol.BODY_START, protocol.BODY_END, protocol.BODY_ERROR,
                           protocol.ATEXIT_DONE, protocol.FORKED, protocol.FORK_CHILD, protocol.FORK_CHILD_EXIT,
-                          protocol.ATTACHED, protocol.CORES_ON,
-                          protocol.CORRUPTED, protocol.PYTEST_OUTCOME})
+                          protocol.ATTACHED, protocol.CORES_ON, protocol.CORRUPTED, protocol.PYTEST_OUTCOME,
+                          protocol.PROBE_EXERCISED})
 SKIP_CHUNK = 1024 * 1024  # read size while skipping the rest of a cut line
 assert EVENT_LINE_BYTES * 4 <= EVENTS_BYTES  # a run keeps several lines of the longest kind
 # The start of every line child.emit writes (a JSON object whose first keys are these; a Python literal from
 # a run of an earlier lifeguard): what a cut line still says.
 _CUT_HEAD = re.compile(rb"\{([\"'])" + protocol.EVENT_KEY.encode() + rb"\1: \1([^\"'\\]*)\1, \1pid\1: (\d+), "
                        rb"\1time\1: ([0-9.eE+-]+)(?:, \1([^\"'\\]+)\1: (.*))?", re.DOTALL)
-
 
 FATAL_RE = re.compile(r"^Fatal Python error: (.*)$", re.MULTILINE)
 # Signals that mean a crash when a shell reports them as exit code 128 + N for a process it ran.
@@ -142,7 +141,7 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "thread": (int,), "generation": (int, _NONE), "data_len": (int,), "message": (str,), "data_hex": (str,),
     "error": (str,), "exit": (str,), "thread_name": (str,), "outcome": (str,), "reason": (str,), "cwd": (str,),
     "executable": (str,), "python": (list,), "argv": (list,), "extensions": (list,), "parent_threads": (list,),
-    "stack": (list,),
+    "stack": (list,), "why": (str,),
 }
 
 
@@ -361,6 +360,8 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
         errors = [e for e in events if e.name == protocol.BODY_ERROR and e.pid == main_pid]
         outcome = Outcome.FAILED if errors else Outcome.ERROR  # the body said it failed: that much is known
         reason = f"{errors[0].get('error')} ({status_lost})" if errors else status_lost
+    elif rc != 0 and child_status is None and (unused := protocol.not_exercised(events, main_pid)) is not None:
+        outcome, phase, reason = Outcome.NOT_EXERCISED, None, unused  # ended on purpose: no phase of it failed
     elif rc != 0:
         outcome = Outcome.FAILED
         errors = [e for e in events if e.name == protocol.BODY_ERROR and e.pid == main_pid]

@@ -11,9 +11,11 @@ guess at what the mode did.
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
+from lifeguard.child import fork_schedule
 from lifeguard.model.result import RunResult
 from lifeguard.survey.hooking import hook_source
 from lifeguard.survey.plan import Probed
@@ -25,6 +27,8 @@ Needs only {package}=={version}. Run: python {name}
 The survey saw: {outcome}{phase}: {reason}
 (Its evidence and findings: {name_txt}, beside this file.)
 """
+
+from __future__ import annotations
 
 import os
 import sys
@@ -69,21 +73,29 @@ class ProbeContext:
 probe = ProbeContext({probe!r})
 _arguments = hook.__code__.co_argcount if hasattr(hook, "__code__") else 1
 
-
-def exercise():
-    return hook(module, probe) if _arguments >= 2 else hook(module)
-
+# When lifeguard's fork probes fork, copied from it: once the hook's threads have run, FORKS times over
+# FORK_WINDOW s, at moments the survey's run seed picked (SEED).
+SEED = {seed}
+{fork_schedule}
 
 module = importlib.import_module({module!r})
 kept = []  # what the hook made, alive until the interpreter finalizes
+hook_threads = []  # the native threads the hook started in this process
+hook_returned = 0.0
 
 
-def fork_and_wait(in_child):
-    """Fork; the child does ``in_child()``; the parent waits (bounded) and fails if the child failed."""
-    pid = os.fork()
-    if pid == 0:
-        in_child()
-        return True
+def exercise():
+    global hook_returned
+    before = set(task_ids())
+    made = hook(module, probe) if _arguments >= 2 else hook(module)
+    if not probe.forked:
+        hook_threads.extend(tid for tid in task_ids() if tid not in before and tid not in hook_threads)
+        hook_returned = hook_returned or time.monotonic()
+    return made
+
+
+def wait_for_child(pid):
+    """Wait (bounded) for the forked child; fail if it failed."""
     deadline = time.monotonic() + {child_timeout}
     while time.monotonic() < deadline:
         done, status = os.waitpid(pid, os.WNOHANG)
@@ -91,10 +103,30 @@ def fork_and_wait(in_child):
             code = os.waitstatus_to_exitcode(status)
             if code != 0:
                 sys.exit(f"the forked child {{pid}} ended with {{code}}")
-            return False
+            return
         time.sleep(0.01)
     sys.exit(f"the forked child {{pid}} did not finish within {child_timeout} s (it is still there: attach a "
              "debugger to see where it waits)")
+
+
+def fork_as_the_probe(in_child, after_first=None):
+    """Fork as the probe did, one child at a time: the child does ``in_child()`` (True there), the parent waits
+    for it, and after the first child ``after_first()`` (False in the parent, once every child ended well)."""
+    waited = wait_until_ran(hook_threads, THREADS_RUN_WAIT)
+    print(f"waited {{waited:.3f}} s for the hook's {{len(hook_threads)}} thread(s) to have run", file=sys.stderr)
+    began = time.monotonic()
+    for number, moment in enumerate(fork_moments(SEED, FORKS, FORK_WINDOW)):
+        time.sleep(max(0.0, began + moment - time.monotonic()))
+        print(f"fork {{number + 1}} of {{FORKS}}, {{time.monotonic() - hook_returned:.3f}} s after the hook returned; "
+              f"its threads [name, state, CPU ns]: {{threads_seen(hook_threads)}}", file=sys.stderr, flush=True)
+        pid = os.fork()
+        if pid == 0:
+            in_child()
+            return True
+        wait_for_child(pid)
+        if number == 0 and after_first is not None:
+            after_first()
+    return False
 '''
 
 BODIES = {
@@ -110,8 +142,7 @@ def use_in_child():
     kept.append(exercise())  # the forked child uses the module, then exits normally
 
 
-if not fork_and_wait(use_in_child):
-    kept.append(exercise())
+fork_as_the_probe(use_in_child, lambda: kept.append(exercise()))  # the parent's module still works
 ''',
     "fork-finalize": '''
 kept.append(exercise())
@@ -122,11 +153,11 @@ def drop_in_child():
     gc.collect()
 
 
-fork_and_wait(drop_in_child)
+fork_as_the_probe(drop_in_child)
 ''',
     "fork-exit": '''
 kept.append(exercise())
-fork_and_wait(lambda: os._exit(0))  # the child leaves at once: only the atfork handlers run in it
+fork_as_the_probe(lambda: os._exit(0))  # the child leaves at once: only the atfork handlers run in it
 ''',
     "gc-thread": '''
 exercise()  # a warm-up call on the main thread: first-call imports happen before the collector starts
@@ -178,8 +209,18 @@ def _literal(text: str) -> str:
     return repr(text)
 
 
-def write_reproduction(folder: Path, probed: Probed, run: RunResult) -> str:
-    """The script and its notes for ``probed``'s failed ``run``; the script's path."""
+def fork_schedule_text() -> str:
+    """child.fork_schedule's constants and functions as a script's text: a reproduction forks as the probe did."""
+    lines = [f"import {name}  # noqa: E402" for name in fork_schedule.REPRODUCED_IMPORTS
+             if not re.search(rf"^import {name}\b", HEADER, re.MULTILINE)]
+    lines += [f"{name} = {value!r}" for name, value in fork_schedule.REPRODUCED_CONSTANTS.items()]
+    return "\n".join(lines) + "\n\n\n" + "\n\n".join(inspect.getsource(function)
+                                                   for function in fork_schedule.REPRODUCED_FUNCTIONS)
+
+
+def write_reproduction(folder: Path, probed: Probed, run: RunResult, timeout: float | None = None) -> str:
+    """The script and its notes for ``probed``'s failed ``run`` (of the survey's ``timeout`` per run, its forked
+    child's deadline a share of it as in the probe); the script's path."""
     from lifeguard.child.probe import COLLECTOR_PAUSE
     from lifeguard.plan.probes import DEFAULT_TIMEOUT, FORK_CHILD_SHARE, GC_ROUNDS, GC_SECONDS
 
@@ -196,7 +237,8 @@ def write_reproduction(folder: Path, probed: Probed, run: RunResult) -> str:
                          hook_where=f"{hook.source} hook, {hook.path}" if hook else "no hook",
                          source=_literal(hook_source(hook) if hook else ""),
                          hook_path=hook.path if hook else "<no hook>", qualname=hook.qualname if hook else "hook",
-                         child_timeout=round(DEFAULT_TIMEOUT * FORK_CHILD_SHARE, 1))
+                         child_timeout=round((timeout or DEFAULT_TIMEOUT) * FORK_CHILD_SHARE, 1), seed=run.seed,
+                         fork_schedule=fork_schedule_text())
     if hook is None:
         text = text.replace("hook = _hook_namespace[", "hook = lambda module: None  # ")
     body = BODIES.get(probed.probe)

@@ -8,16 +8,29 @@ thread is busy (not at the instant the hook returns, before it ever ran) and so 
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from lifeguard.build import build_fixture
-from lifeguard.child.probe import FORKS
+from lifeguard.child.fork_schedule import FORKS
 from lifeguard.errors import EXIT_OK, EXIT_UNEXPECTED
 from lifeguard.interpreter import resolve
+from lifeguard.model.outcomes import Outcome
+from lifeguard.model.survey import HookRef, Package
+from lifeguard.survey.plan import Probed
+from lifeguard.survey.repro import write_reproduction
 from tests.helpers import Pace, load_report, run_cli
+from tests.integration.pytester_support import INNER_SESSION_TIMEOUT
+
+pytest_plugins = ["pytester", "tests.integration.pytester_support"]
 
 # The buggy fork runs hang until their deadline (the parent's lock-holding thread keeps moving, so no early
 # end): short, but past start-up, the hook and every fork of a fixed run.
@@ -84,7 +97,8 @@ def test_a_probe_that_used_nothing_of_the_module_is_not_exercised(tmp_path: Path
     assert code == EXIT_UNEXPECTED, output
     assert len(runs) == len(modes), output
     for run in runs:
-        assert run["outcome"] != "passed" and "not exercised" in run["reason"], run["reason"]
+        assert (run["outcome"], run["phase"]) == ("not exercised", None), run
+        assert "probe used nothing of fork_lock" in run["reason"], run["reason"]
         record, = _records(run)
         assert record["exercised"] is False, record
         if hook == "wrong_arguments":  # one call a hook call (the gc probes call the hook many times)
@@ -130,3 +144,101 @@ def test_the_fork_probe_forks_while_the_hooks_thread_holds_its_lock(tmp_path: Pa
     code, runs, output = _probe(fixed, builds["fixed"], "exercise", ("fork-use",), timeout, repeat=2)
     assert code == EXIT_OK, output
     assert f"{FORKS} fork(s) at" in _verdict_line(output, "fork-use"), output
+
+
+def test_a_probe_not_exercised_reads_so_not_as_a_failure_of_the_module(tmp_path: Path, builds: dict[str, Path],
+                                                                     pace: Pace) -> None:
+    """Its run is "not exercised" with why and its figures, in every sink; no traceback, no failed@run; exit 1."""
+    code, runs, output = _probe(tmp_path, builds["fixed"], "nothing", ("exit", "fork-use"),
+                                pace.deadline(TIMEOUT_AT_LEAST))
+    assert code == EXIT_UNEXPECTED, output
+    assert "Traceback" not in output and "failed" not in output and "NotExercised" not in output, output
+    for mode in ("exit", "fork-use"):
+        assert f"probe-{mode}[fork_lock][default]  1 run: 1 not exercised" in output, output
+        assert re.search(rf"probe-{mode}\[fork_lock\]\[default\]#0: not exercised in [0-9.]+s: the {mode} probe "
+                         r"used nothing of fork_lock: the hook made 0 calls of it and returned 1 object\(s\)",
+                         output), output
+    assert {run["outcome"] for run in runs} == {"not exercised"}
+    assert all("Traceback" not in run["stderr_tail"] for run in runs), runs
+
+
+def _reproduce(tmp_path: Path, build: Path, timeout: float | None, runs: int) -> list[subprocess.CompletedProcess[str]]:
+    """Write the fork-use reproduction of the hook ``exercise`` and run it ``runs`` times in plain Python, each in
+    a session of its own, killed as a group after it ended (a hung forked child is left by design)."""
+    tmp_path.mkdir()
+    (tmp_path / "hooks.py").write_text(textwrap.dedent(HOOKS))
+    package = Package("fork_lock", "1.0", ("fork_lock",), ("fork_lock",), (),
+                      HookRef("user", str(tmp_path / "hooks.py"), "exercise"))
+    seen = SimpleNamespace(phase=None, outcome=Outcome.HUNG, reason="(test)", run_dir=str(tmp_path), findings=(),
+                           fatal_error="", stderr_tail="", seed=1)
+    args = (tmp_path / "repro", Probed(package, "fork_lock", "fork-use"), seen)
+    script = write_reproduction(*args) if timeout is None else write_reproduction(*args, timeout=timeout)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "LIFEGUARD"))}
+    env["PYTHONPATH"] = str(build)
+    done = []
+    for number in range(runs):
+        # Output to a file: a hung forked child keeps a pipe open after its parent ended.
+        with open(tmp_path / f"stderr-{number}.txt", "w+") as err:
+            proc = subprocess.Popen([sys.executable, script], cwd=tmp_path, env=env, stdout=err, stderr=err,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            try:
+                proc.wait(timeout=REPRO_BOUND)
+            finally:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+            err.seek(0)
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, "", err.read()))
+    return done
+
+
+# A reproduction's forked child gets half of this (the survey's --timeout), and one run at most REPRO_BOUND.
+REPRO_TIMEOUT = 4.0
+REPRO_BOUND = 60.0
+
+
+def test_the_reproduction_forks_as_the_probe_does(tmp_path: Path, builds: dict[str, Path]) -> None:
+    """A survey's fork-use script waits for the hook's threads to have run and forks FORKS times, as the probe
+    does, so it catches the fork_lock deadlock as often as the probe (forking once right after the hook caught it
+    in 1 or 2 runs of 5); the fixed build runs to a clean end."""
+    fixed, = _reproduce(tmp_path / "fixed", builds["fixed"], None, 1)
+    assert fixed.returncode == 0, fixed.stderr
+    forks = re.findall(r"fork (\d+) of (\d+), [0-9.]+ s after the hook returned; its threads \[name, state, CPU ns\]: "
+                       r"\[\['[^']*', '\w', (\d+)\]\]", fixed.stderr)
+    assert [(int(n), int(of)) for n, of, _ in forks] == [(n, FORKS) for n in range(1, FORKS + 1)], fixed.stderr
+    assert all(int(cpu) > 0 for _, _, cpu in forks), fixed.stderr  # the hook's thread had run at each fork
+
+    caught = [run for run in _reproduce(tmp_path / "buggy", builds["buggy"], REPRO_TIMEOUT, RUNS)
+              if run.returncode != 0 and "did not finish within" in run.stderr]
+    assert len(caught) >= CAUGHT_AT_LEAST, caught
+
+
+FIXTURE_TESTS = """
+import pytest
+
+BUILD = {build!r}
+
+
+def test_nothing_exercised(lifeguard):
+    lifeguard.probe("fork_lock", "exit", hook="hooks.py:nothing", paths=[BUILD])
+
+
+def test_exercised(lifeguard):
+    runs = lifeguard.probe("fork_lock", "exit", hook="hooks.py:exercise", paths=[BUILD]).assert_clean()
+    assert [(record.exercised, record.calls) for record in runs.exercised] == [(True, 2)]
+"""
+
+
+def test_the_fixture_reports_what_was_exercised_and_fails_a_probe_that_was_not(
+        plugin_env: pytest.Pytester, builds: dict[str, Path]) -> None:
+    plugin_env.makepyfile(hooks=textwrap.dedent(HOOKS),
+                          test_fixture_probe=FIXTURE_TESTS.format(build=str(builds["fixed"])))
+    result = plugin_env.runpytest_subprocess("-rA", timeout=INNER_SESSION_TIMEOUT)
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    assert ("exit probe of fork_lock: not exercised: the exit probe used nothing of fork_lock: the hook made 0 calls "
+            "of it") in out, out
+    assert "lifeguard: exit probe of fork_lock, run 1: 0 call(s) of the module (0 raised)" in out, out
+    assert "lifeguard: exit probe of fork_lock, run 1: 2 call(s) of the module (0 raised)" in out, out

@@ -133,13 +133,17 @@ def test_a_bug_at_exit_is_a_candidate_with_a_reproduction_that_needs_no_lifeguar
     # nothing is said of lgclean, and it is not clean either.
     for probe in ("exit", "gc-thread"):
         unused = entry(data, "lgclean", probe)
-        assert unused["triage"] == "not exercised" and "not exercised" in unused["reason"], unused
+        assert unused["triage"] == "not exercised" and unused["counts"] == {"not exercised": 1}, unused
+        assert f"the {probe} probe used nothing of lgclean" in unused["reason"], unused
         assert [(r["exercised"], r["calls"], r["returned"]) for r in unused["exercised"]] == [(False, 0, 0)], unused
     assert [r["calls"] for r in buggy["exercised"]] == [1]  # the entry point hook's one call of keep()
     assert data["counts"] == {"clean": 0, "documented": 0, "candidate": 2, "probe-error": 0, "not exercised": 2}
     table = [line.split() for line in proc.stdout.splitlines()]
     assert ["lgbuggy", "1.0", "exit", "candidate", "1"] in [row[:5] for row in table]
     assert ["lgclean", "1.0", "exit", "not", "exercised", "1"] in [row[:6] for row in table]
+    # The terminal says what survey.json says: not exercised, why, no traceback dressing it as a failure.
+    assert proc.stdout.count("1 run: 1 not exercised") == 2 and "used nothing of lgclean" in proc.stdout, proc.stdout
+    assert "Traceback" not in proc.stdout and "NotExercised" not in proc.stdout, proc.stdout
     html = (tmp_path / "report" / "survey.html").read_text()
     assert "lgbuggy" in html and "candidate" in html
     # The reproduction: plain Python in the venv (no lifeguard there, none on the path), from another folder.
@@ -208,7 +212,7 @@ def test_every_probe_modes_reproduction_runs_alone(venv: Path, tmp_path: Path, t
     hooks.write_text(ENTRY_HOOK)  # the hook keeps an object through the package's native code
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "LIFEGUARD"))}
     seen = SimpleNamespace(phase=None, outcome=Outcome.FAILED, reason="(test)", run_dir=str(tmp_path), findings=(),
-                           fatal_error="", stderr_tail="")
+                           fatal_error="", stderr_tail="", seed=1)
     for name, clean in (("lgclean", True), ("lgbuggy", False)):
         package = Package(name, "1.0", (f"{name}._native",), (name,), (), HookRef("user", str(hooks), "exercise"))
         for mode in PROBES if clean else ("exit",):

@@ -8,7 +8,7 @@ from lifeguard.errors import ScenarioDefinitionError
 from lifeguard.model.outcomes import Expectation, Outcome, Phase, Verdict
 from lifeguard.model.scenario import resolve_expectation
 
-PASSED, FAILED, CRASHED, HUNG, CORRUPTED, ERROR = Outcome
+PASSED, FAILED, CRASHED, HUNG, CORRUPTED, NOT_EXERCISED, ERROR = Outcome
 IMPORT, RUN, EXIT, FORK_CHILD = Phase
 
 
@@ -39,6 +39,7 @@ def test_str_is_the_short_form() -> None:
     ("error", "'error' is lifeguard's own failure, not an outcome to expect (choose from passed, failed, crashed, "
               "hung, corrupted)"),
     ("sometimes:error@run", "'error' is lifeguard's own failure"),
+    ("not exercised", "'not exercised' is a probe that used nothing of its module, not an outcome to expect"),
 ])
 def test_parse_refuses(text: str, message: str) -> None:
     with pytest.raises(ValueError) as raised:
