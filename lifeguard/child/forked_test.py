@@ -31,7 +31,7 @@ import gc
 import os
 import sys
 
-from lifeguard.child import bootstrap, cores, emit, protocol
+from lifeguard.child import bootstrap, cores, emit, joined, protocol
 from lifeguard.child import watchdog as child_watchdog
 
 TYPE_CHECKING = False
@@ -197,7 +197,12 @@ def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: 
             except OSError as exc:
                 os.write(err_fd, f"lifeguard: the run could not join its cgroup {join}: {exc}\n".encode())
                 os._exit(SETUP_FAILED)
-        os.setsid()  # a terminal's Ctrl-C reaches pytest, which kills the run's tree itself
+        joined.own_process_group()  # a terminal's Ctrl-C reaches pytest, which kills the run's tree itself
+        if os.isatty(0):  # pytest -s: a read of the terminal in a background group fails, never stops the test
+            import signal
+
+            signal.signal(signal.SIGTTIN, signal.SIG_IGN)
+            signal.signal(signal.SIGTTOU, signal.SIG_IGN)
         if watchdog is not None:
             _register_with(*watchdog)
         _own_output(out_fd, err_fd, own_streams)

@@ -21,7 +21,7 @@ import signal
 import socket
 import sys
 
-from lifeguard.child import protocol
+from lifeguard.child import joined, protocol
 from lifeguard.child.readable import readable
 
 TYPE_CHECKING = False  # typing itself costs the server's start-up; mypy knows this name
@@ -69,7 +69,7 @@ def _child(sock: socket.socket, wakeup: tuple[int, int], request: dict[str, Any]
         os.close(fd)
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    os.setsid()
+    joined.own_process_group()
     spec = request[protocol.REQUEST_SPEC]
     os.chdir(spec.get("workdir") or spec["run_dir"])  # a plain target works in the user's folder
     os.dup2(out_fd, 1)

@@ -1,5 +1,7 @@
-"""A run's process waits until the supervisor has moved it into the run's cgroup, before any of the run's
-own code (a scenario, a script, the program a command starts) can run and fork.
+"""How a run's main process becomes the run's: a process group of its own, and the run's cgroup.
+
+It waits until the supervisor has moved it into the run's cgroup, before any of the run's own code (a
+scenario, a script, the program a command starts) can run and fork.
 
 Moving a process between cgroups costs the kernel an RCU grace period (10-20 ms here) the first time in a
 while, so the supervisor does it while the child's interpreter starts, not before exec; this wait, at the
@@ -15,6 +17,17 @@ import time
 from lifeguard.child import protocol
 
 JOIN_WAIT = 5.0  # the supervisor's move takes milliseconds; past this the run goes on (the supervisor says why)
+
+
+def own_process_group() -> None:
+    """Lead a process group of one's own, in the session lifeguard was started in, as a shell starts a job:
+    the tree's kill reaches the group and the terminal's Ctrl-C does not. Not a session of its own: that is
+    a scheduler group of its own too (autogroup), and the timing of exit races changes with it (a thread
+    entering Python at exit crashed half as often in a new session)."""
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass  # already a group leader
 
 
 def wait_for_cgroup() -> None:

@@ -4,12 +4,12 @@ Started by the supervisor before the first run (``python -I -S watchdog.py RUN_I
 session of its own and deaf to the terminal's signals, it reads lines from the pipe the supervisor holds:
 
   cgroup PATH        a session's cgroup folder: every run of the session lives below it
-  run SID RUN_ID     a run tracked without cgroups: its session id and the marker in its environment
-  done SID           that run is over
+  run PGID RUN_ID    a run tracked without cgroups: its process group and the marker in its environment
+  done PGID          that run is over
 
 End of file means the supervisor is gone, whether it exited, was killed by SIGKILL or crashed: everything
 still registered is killed (a folder with ``cgroup.kill``, or ``pids.max = 0`` and kill rounds; a run
-without cgroups by its process group and a /proc scan for its session and marker), then the watchdog
+without cgroups by its process group and a /proc scan for its group and marker), then the watchdog
 exits. After an orderly shutdown nothing is left to kill and it just exits.
 """
 
@@ -69,12 +69,12 @@ def kill_folder(folder: str) -> None:
             pass
 
 
-def _session_and_environ(pid: int) -> tuple[int, bytes]:
+def _group_and_environ(pid: int) -> tuple[int, bytes]:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            sid = int(f.read().rpartition(b")")[2].split()[4])
+            group = int(f.read().rpartition(b")")[2].split()[2])  # state, ppid, pgrp, session, ...
         with open(f"/proc/{pid}/environ", "rb") as f:
-            return sid, f.read()
+            return group, f.read()
     except (OSError, ValueError, IndexError):
         return -1, b""
 
@@ -84,17 +84,17 @@ def kill_runs(runs: dict[int, str], marker: str) -> None:
     me = os.getpid()
     for _ in range(KILL_ROUNDS):
         found = False
-        for sid in runs:
+        for group in runs:
             try:
-                os.killpg(sid, signal.SIGKILL)
+                os.killpg(group, signal.SIGKILL)
                 found = True
             except OSError:
                 pass
         for entry in os.listdir("/proc"):
             if not entry.isdigit() or int(entry) == me:
                 continue
-            sid, environ = _session_and_environ(int(entry))
-            if sid in runs or markers.intersection(environ.split(b"\0")):
+            group, environ = _group_and_environ(int(entry))
+            if group in runs or markers.intersection(environ.split(b"\0")):
                 _kill(int(entry))
                 found = True
         if not found:
@@ -117,9 +117,9 @@ def _never_preempt() -> None:
             pass  # refused (a sandbox): the watchdog works as before
 
 
-def run_line(session_id: int, run_id: str) -> str:
-    """The line that registers a run (its session id and its marker's value), without its newline."""
-    return f"run {session_id} {run_id}"
+def run_line(group: int, run_id: str) -> str:
+    """The line that registers a run (its process group and its marker's value), without its newline."""
+    return f"run {group} {run_id}"
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from lifeguard.child.joined import own_process_group
 from lifeguard.child.protocol import MEMBERSHIP_ENV
 from lifeguard.run import cgroups
 from lifeguard.run.headstart import take_watchdog
@@ -109,7 +110,7 @@ class GuardedSubreaper(SubreaperMembership):
     def started(self, root: int) -> None:
         super().started(root)
         self.owner.track(self, live=True)
-        self.owner.watchdog.guard_run(root, self.run_id)  # a run's main process leads its own session
+        self.owner.watchdog.guard_run(root, self.run_id)  # a run's main process leads its own process group
 
     def close(self) -> None:
         super().close()
@@ -132,16 +133,18 @@ def containment() -> Containment:
 
 
 def spawn(argv: list[str], join: Path | None, *, parent_death: bool = True, **popen: Any) -> subprocess.Popen[bytes]:
-    """Popen a process that joins the cgroup of ``join`` (its ``cgroup.procs``) before exec and, with
-    ``parent_death``, asks to be killed with the thread that started it. A run's main process is started by
-    the thread that supervises it to its end, so that signal (which follows the creating *thread*, prctl(2))
-    fires only when the supervision is gone; the fork-server outlives the worker thread that started it."""
+    """Popen a process that joins the cgroup of ``join`` (its ``cgroup.procs``) before exec, leads a process
+    group of its own in our session (child.joined.own_process_group) and, with ``parent_death``, asks to be
+    killed with the thread that started it. A run's main process is started by the thread that supervises it
+    to its end, so that signal (which follows the creating *thread*, prctl(2)) fires only when the supervision
+    is gone; the fork-server outlives the worker thread that started it."""
     prctl, death_signal = libc().prctl, int(signal.SIGKILL)  # looked up before the fork
     fd = os.open(join, os.O_WRONLY | os.O_CLOEXEC) if join is not None else -1
 
     def setup() -> None:  # between fork and exec: no allocation-heavy work, no locks
         if fd >= 0:
             os.write(fd, b"0")  # "0": the writing process itself
+        own_process_group()
         if parent_death:
             prctl(PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
 

@@ -50,7 +50,7 @@ class ForkServer:
             [interpreter.executable, "-X", "faulthandler", "-u", "-c", boot],
             session.procs_file if session is not None else None, parent_death=False, env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(theirs.fileno(),), start_new_session=True,
+            pass_fds=(theirs.fileno(),),
         )
         theirs.close()
         self.sock = ours

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from lifeguard.child import protocol
+from lifeguard.child.joined import own_process_group
 from lifeguard.run.reap import reap_within
 
 TYPE_CHECKING = False
@@ -138,13 +139,13 @@ def _widen(fd: int) -> None:
 
 
 def _become_run(head: HeadStart, parent: int, go: int, resource: Any) -> None:
-    """In the forked child: what Popen(start_new_session=True, stdin=DEVNULL, pass_fds=(events,),
-    restore_signals=True) does, then exec once the watchdog has been told of the run (``go`` gives a byte;
-    end of file: the supervisor died first)."""
+    """In the forked child: what spawn's Popen(stdin=DEVNULL, pass_fds=(events,), restore_signals=True)
+    does, then exec once the watchdog has been told of the run (``go`` gives a byte; end of file: the
+    supervisor died first)."""
     try:
         import _signal as signal  # built in, without signal.py's enums (milliseconds before the exec)
 
-        os.setsid()
+        own_process_group()
         if os.read(go, 1) != b"g" or os.getppid() != parent:
             os._exit(EXEC_FAILED)  # the supervisor is already gone
         for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):  # Python ignores these; exec would keep them ignored

@@ -6,7 +6,7 @@ Two mechanisms, chosen once per session (``lifeguard doctor`` and report.json na
   Python child while its interpreter starts (it waits for it: lifeguard.child.joined). setsid, an empty
   environment or a double fork do not leave it; a kill is one write.
 - **subreaper** where no cgroup hierarchy is writable: the supervisor is a child subreaper, so every orphan is
-  re-parented to it; the run's ancestry (parent links, its session, the run marker in the environment) is
+  re-parented to it; the run's ancestry (parent links, its process group, the run marker in the environment) is
   recorded at every look while the run lives, so an orphan is attributed by the parent it had, not by its
   environment alone.
 Either way, zombies the supervisor inherits are reaped as they appear (a run forking thousands of short
@@ -165,7 +165,7 @@ class SubreaperMembership:
         self.root_start = info.start if info is not None else 0
 
     def _belongs(self, info: ProcInfo, me: int) -> bool:
-        if info.ppid in self.seen or info.sid == self.root:
+        if info.ppid in self.seen or info.pgrp == self.root:
             return True
         if info.ppid != me:
             return False
@@ -197,7 +197,7 @@ class SubreaperMembership:
         return True
 
     def _scan(self) -> list[int]:
-        """Record every live process descended from a recorded member, in the run's session, or an orphan of
+        """Record every live process descended from a recorded member, in the run's process group, or an orphan of
         ours with the run's marker (or unclaimed, see the class); then the live members."""
         me = os.getpid()
         if self.ended or self._nothing_left(me):

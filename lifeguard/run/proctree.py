@@ -19,6 +19,7 @@ class ProcInfo:
     pid: int
     ppid: int
     sid: int
+    pgrp: int
     state: str
     comm: str
     start: int = 0  # start time in clock ticks after boot: orders processes (pids are reused)
@@ -48,7 +49,8 @@ def read_proc(pid: int) -> ProcInfo | None:
     head, _, rest = data.rpartition(")")
     fields = rest.split()
     comm = head.partition("(")[2]
-    return ProcInfo(pid=pid, ppid=int(fields[1]), sid=int(fields[3]), state=fields[0], comm=comm,
+    return ProcInfo(pid=pid, ppid=int(fields[1]), sid=int(fields[3]), pgrp=int(fields[2]), state=fields[0],
+                    comm=comm,
                     start=int(fields[19]) if len(fields) > 19 else 0)
 
 

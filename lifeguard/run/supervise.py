@@ -227,7 +227,7 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
         try:
             proc = spawn(
                 argv, None if later else membership.join_file(), cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL,
-                stdout=out_fd, stderr=err_fd, pass_fds=(events_fd,), start_new_session=True,
+                stdout=out_fd, stderr=err_fd, pass_fds=(events_fd,),
             )
         except OSError as exc:  # a command that is not there, not executable, or a folder that went away
             raise UsageError(f"cannot start {argv[0]!r} in {spec.cwd}: {exc.strerror or exc}") from None

@@ -82,11 +82,11 @@ class Watchdog:
     def release_folder(self, folder: Path) -> None:
         self._tell(f"released {folder}")
 
-    def guard_run(self, session_id: int, run_id: str) -> None:
-        self._tell(child_watchdog.run_line(session_id, run_id))
+    def guard_run(self, group: int, run_id: str) -> None:
+        self._tell(child_watchdog.run_line(group, run_id))
 
-    def release_run(self, session_id: int) -> None:
-        self._tell(f"done {session_id}")
+    def release_run(self, group: int) -> None:
+        self._tell(f"done {group}")
 
     def close(self, *, wait: bool = True) -> None:
         """Close its pipe (it exits at once: nothing is registered any more), and with ``wait`` reap it."""

@@ -146,7 +146,7 @@ import lifeguard
 @lifeguard.scenario(timeout=20, fork_server=True)
 def forked_passes():
     import os
-    assert os.getsid(0) == os.getpid(), "each forked run has its own session"
+    assert os.getpgid(0) == os.getpid() != os.getsid(0), "each forked run leads its own process group"
 
 @lifeguard.scenario(timeout=20, fork_server=True, expect={"default": "crashed@run"})
 def forked_crashes():

@@ -204,7 +204,7 @@ def test_ctrl_c_kills_children_and_keeps_what_finished(scenario_file, tmp_path: 
         if supervisor.poll() is None:
             os.killpg(supervisor.pid, signal.SIGKILL)
             supervisor.communicate(timeout=10)
-        if hung_pid and pid_alive(hung_pid):  # the run lives in its own session: not in the group above
+        if hung_pid and pid_alive(hung_pid):  # the run leads its own process group: not in the one above
             os.kill(hung_pid, signal.SIGKILL)
     assert supervisor.returncode == code, out + err
     assert not pid_alive(hung_pid)
