@@ -8,7 +8,8 @@ rate with its 95% Wilson interval, and each rate's ratio to the plain rate with 
 log method; a ratio's interval is unbounded when the plain runs never failed).
 
 - finalize: a static C++ object's thread calls into Python every millisecond; exit() joins it in the
-  object's destructor, after Py_FinalizeEx (crashes when a call lands after the interpreter is gone);
+  object's destructor, after Py_FinalizeEx (crashes when a call lands after the interpreter is gone); the
+  main thread exits at a random phase of the ticker (finalize-aligned: on a tick, a scheduler's tie-break);
 - fork: a native thread holds a plain mutex part of the time; the program forks once and the child takes
   the mutex (deadlocks when it was held at fork);
 - gc_write: a destructor, freed by gc on another thread, writes to a channel its owner is writing to
@@ -53,6 +54,7 @@ class Race:
 
 RACES = (
     Race("finalize", "finalize.py", (), "switch-interval"),
+    Race("finalize-aligned", "finalize.py", ("1000", "aligned"), "switch-interval"),
     Race("fork", "fork.py", ("50", "1000"), "jitter"),
     Race("gc_write", "gc_write.py", ("200",), "gc-thread"),
 )
