@@ -119,13 +119,12 @@ FORK_CHILD = "fork-child"
 FORK_CHILD_EXIT = "fork-child-exit"  # how that child ended ("child", "status": exit code, negative: its signal)
 # What a probe run did with its module, once its hook returned (PROBE_KEYS; "why": the one line saying why it
 # exercised nothing, "" when it did). A probe that exercised nothing then exits with a non-zero status and no
-# traceback; the supervisor makes such a run NOT_EXERCISED. A fork probe's FORK_CHILD also says "after" (seconds
-# since the hook returned), "threads" (native threads alive) and "hook_threads" ([name, state letter, CPU ns] of
-# each thread the hook started).
+# traceback; the supervisor makes such a run "not exercised" (not_exercised). A fork probe's FORK_CHILD also
+# says "after" (seconds since the hook returned), "threads" (native threads alive) and "hook_threads" ([name,
+# state letter, CPU ns] of each thread the hook started).
 PROBE_EXERCISED = "probe-exercised"
 PROBE_KEYS = ("probe", "exercised", "calls", "raised", "callback_calls", "returned", "of_module", "threads_before",
               "threads_after", "hook_threads", "waited", "why")
-NOT_EXERCISED = "not exercised"
 
 
 def not_exercised(events: Iterable[Any], main_pid: int) -> str | None:
