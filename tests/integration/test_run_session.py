@@ -21,9 +21,10 @@ import json, os
 
 
 def _autogroup(pid):
+    # Empty for the kernel's default group: a session whose ancestry never called setsid (a container's init).
     try:
         with open(f"/proc/{pid}/autogroup") as f:
-            return f.read().split()[0]
+            return (f.read().split() or ["default"])[0]
     except OSError:
         return None
 
