@@ -37,6 +37,7 @@ from lifeguard.pytest_plugin.session_report import SessionRecord
 from lifeguard.pytest_plugin.settings import Settings, runs_in_shard
 from lifeguard.pytest_plugin.verdicts import failure_text, interpreter, pytest_outcome_of, user_properties
 from lifeguard.run.fork_here import run_in_fork
+from lifeguard.run.relay import joined_pumps
 
 FAILURE_TEXT_LIMIT = 256 * 1024  # of pytest's own report of a body's failure
 SHOWN_OUTPUT_LIMIT = 1024 * 1024  # of a run's stdout / stderr handed to pytest's capture
@@ -48,10 +49,12 @@ _baseline: list[tuple[int, weakref.WeakSet[threading.Thread]]] = []
 
 
 def _native_threads() -> int:
+    """This process's kernel threads, but for relay pumps joined already whose tasks have not exited yet."""
     try:
-        return len(os.listdir("/proc/self/task"))
+        tasks = {int(task) for task in os.listdir("/proc/self/task")}
     except OSError:
         return 0
+    return len(tasks - joined_pumps())
 
 
 def note_harness_threads() -> None:

@@ -3,10 +3,13 @@ much was dropped between them (pipes and threads of this process: no child)."""
 
 from __future__ import annotations
 
+import _thread
 import os
+import threading
 from pathlib import Path
 
-from lifeguard.run.relay import Relays
+from lifeguard.pytest_plugin.guard import foreign_threads, note_harness_threads
+from lifeguard.run.relay import _JOINED_PUMPS, Relays, joined_pumps
 from tests.unit.test_protocol import spec_for_test
 
 
@@ -61,3 +64,34 @@ def test_the_file_never_holds_more_than_the_head_while_the_stream_is_open(tmp_pa
     size_while_open = out.stat().st_size  # the relay may still be behind: never ahead of the head
     relays.close()
     assert size_while_open <= 500
+
+
+def test_a_closed_relay_names_its_joined_pump(tmp_path: Path) -> None:
+    relays, _, _ = _relay(tmp_path, 1000)
+    relays.close()
+    assert relays._thread is not None and relays._thread.native_id in joined_pumps()
+
+
+def test_a_joined_pump_whose_task_lingers_is_not_a_foreign_thread() -> None:
+    # A joined thread's task stays in /proc/self/task a moment (often, on a loaded machine): a task held
+    # alive here plays that moment, once as an unknown native thread, once as a pump joined already.
+    note_harness_threads()
+    started, release = _thread.allocate_lock(), _thread.allocate_lock()
+    started.acquire()
+    release.acquire()
+    native_id: list[int] = []
+
+    def linger() -> None:
+        native_id.append(threading.get_native_id())
+        started.release()
+        release.acquire()
+
+    _thread.start_new_thread(linger, ())
+    try:
+        assert started.acquire(timeout=30)
+        assert foreign_threads() == ["1 native thread(s)"]
+        _JOINED_PUMPS.append(native_id[0])
+        assert foreign_threads() == []
+    finally:
+        _JOINED_PUMPS.clear()
+        release.release()
