@@ -249,7 +249,7 @@ class RunResult:
         return f"{label}#{self.index}: {self.outcome.value}{where}{how} in {self.duration:.2f}s"
 
     def to_dict(self) -> dict[str, Any]:
-        """The run as report.json and results.jsonl hold it (schema in README.md)."""
+        """The run as report.json and results.jsonl hold it (schema in docs/reports.md)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data.update(
             outcome=self.outcome.value,
