@@ -1,7 +1,7 @@
 """A survey's reports: survey.json, the terminal table (one row per package x probe mode) and survey.html.
 
-survey.json (schema_version 1, documented in docs/probe-and-survey.md) holds one entry per package x module x probe mode;
-the table folds a package's modules into one row per mode, showing the class that needs the most attention.
+survey.json (schema_version 1, documented in docs/probe-and-survey.md) holds one entry per package x module x
+probe mode; the table folds a package's modules into one row per mode, showing the class that needs the most attention.
 Every text that came from a child passes report.escape for its target, as in every other report.
 """
 
