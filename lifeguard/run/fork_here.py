@@ -27,6 +27,8 @@ from lifeguard.run.live import LiveOutput
 from lifeguard.run.relay import Relays
 from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP, CaptureHook, starting, supervise
 
+END_TIMEOUT = 5.0  # for a child killed outside supervision to be reaped (one in uninterruptible sleep is left)
+
 
 def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Event | None = None,
                 capture_hooks: tuple[CaptureHook, ...] = (), live: LiveOutput | None = None,
@@ -53,33 +55,45 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
     # A session that ignores SIGCHLD would have the kernel discard the child's exit status: the status is
     # kept while the child lives (the child itself ignores SIGCHLD again, as the test expects).
     sigchld_ignored = signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN
+    handle: ForkedChild | None = None
+    pid = 0
     with starting(membership, relays, events_fd):
-        forked_test.hold_path_finders()
-        # The collector is off across the fork, so the child freezes its inherited heap before any collection
-        # can walk it (forked_test.become_run); each process turns it on again as it was.
-        collector = gc.isenabled()
-        gc.disable()
         try:
-            if sigchld_ignored:
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            started = time.monotonic()
-            pid = os.fork()
-            if pid == 0:
-                forked_test.become_run(str(join) if join is not None else "", fds, env, child, body,
-                                       own_streams=own_streams,
-                                       watchdog=(watchdog_fd, run_id) if watchdog_fd is not None else None,
-                                       collector=collector, sigchld_ignored=sigchld_ignored)
+            forked_test.hold_path_finders()
+            # The collector is off across the fork, so the child freezes its inherited heap before any
+            # collection can walk it (forked_test.become_run); each process turns it on again as it was.
+            collector = gc.isenabled()
+            gc.disable()
+            try:
+                if sigchld_ignored:
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                started = time.monotonic()
+                pid = os.fork()
+                if pid == 0:
+                    forked_test.become_run(str(join) if join is not None else "", fds, env, child, body,
+                                           own_streams=own_streams,
+                                           watchdog=(watchdog_fd, run_id) if watchdog_fd is not None else None,
+                                           collector=collector, sigchld_ignored=sigchld_ignored)
+                handle = ForkedChild(pid)
+            except BaseException:
+                if sigchld_ignored:
+                    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+                raise
+            finally:
+                if collector:
+                    gc.enable()
+            membership.started(pid)
         except BaseException:
-            if sigchld_ignored:
-                signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+            if pid > 0:  # forked, not supervised yet (a Ctrl-C in between): never left running
+                (handle or ForkedChild(pid)).end(END_TIMEOUT)
             raise
-        finally:
-            if collector:
-                gc.enable()
-        membership.started(pid)
+    assert handle is not None  # (forked above, or raised)
     try:
-        return supervise(spec, ForkedChild(pid), membership, files, relays, started, cancel=cancel,
+        return supervise(spec, handle, membership, files, relays, started, cancel=cancel,
                          capture_hooks=capture_hooks, meanwhile=meanwhile)
+    except BaseException:
+        handle.end(END_TIMEOUT)  # nothing left to do once supervise ended it; else a Ctrl-C came before it began
+        raise
     finally:
         if sigchld_ignored:
             signal.signal(signal.SIGCHLD, signal.SIG_IGN)

@@ -7,6 +7,7 @@ a status it took is never taken for 0."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 
@@ -78,6 +79,17 @@ class _PidfdWait:
             if time.monotonic() >= deadline:
                 return  # unkillable (D state): reported by the leak checks
         self._close()
+
+    def end(self, timeout: float) -> None:
+        """SIGKILL the child and the process group it leads, unless it has exited; then reap it (bounded). Its
+        pid stays its own until it is reaped here, so no other process can be hit."""
+        if not self._poll():
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(self.pid, signal.SIGKILL)
+                except OSError:  # no such group yet (the child had not left its parent's), or gone
+                    pass
+        self.reap(timeout)
 
     def _close(self) -> None:
         if self._pidfd is not None:

@@ -586,6 +586,49 @@ def test_a_supervisor_killed_before_it_registered_the_run_leaves_no_forked_test_
         proc.communicate(timeout=INNER_SESSION_TIMEOUT)
 
 
+# Ctrl-C landing in pytest's process just after a fork, before supervision has taken the child in (pytest
+# descheduled there on a loaded machine while the test already runs): played by raising KeyboardInterrupt
+# where the supervisor records the run, once the forked test has said it runs.
+INTERRUPTED_AT_START = """
+import os
+import time
+
+from lifeguard.run import containment
+
+recorded = containment.GuardedSubreaper.started
+
+
+def interrupted(self, root):
+    recorded(self, root)
+    deadline = time.monotonic() + 60
+    while not os.path.exists({pid_file!r}) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    raise KeyboardInterrupt
+
+
+containment.GuardedSubreaper.started = interrupted
+"""
+
+
+def test_ctrl_c_between_the_fork_and_its_supervision_leaves_no_forked_test_behind(
+        plugin_env: pytest.Pytester, pace: Pace) -> None:
+    pid_file = plugin_env.path / "child.pid"
+    plugin_env.makeconftest(INTERRUPTED_AT_START.format(pid_file=str(pid_file)))
+    plugin_env.makepyfile(test_sleeper=SLEEPER.format(pid_file=str(pid_file)))
+    proc = _start_pytest(plugin_env.path, "--lifeguard")
+    try:
+        proc.communicate(timeout=INNER_SESSION_TIMEOUT)  # ends: the forked test no longer holds its output
+        assert proc.returncode == pytest.ExitCode.INTERRUPTED
+        child = int(pid_file.read_text())
+        wait_for(lambda: not pid_alive(child), f"the forked test {child} to be gone", timeout=pace.deadline(10))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        if pid_file.exists() and pid_alive(left := int(pid_file.read_text())):
+            os.kill(left, signal.SIGKILL)  # left behind (the failure this test is about): it holds the output
+        proc.communicate(timeout=INNER_SESSION_TIMEOUT)
+
+
 MODES = """
 import threading
 
