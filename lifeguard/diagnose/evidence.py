@@ -58,6 +58,11 @@ class Evidence:
     def threads(self) -> list[tuple[ProcessStacks, ThreadStack]]:
         return [(p, t) for p in self.processes for t in p.threads]
 
+    @property
+    def hung_processes(self) -> tuple[ProcessStacks, ...]:
+        """What the hang rules look at: every captured process of a hung run, none of any other run."""
+        return self.processes if self.outcome is Outcome.HUNG else ()
+
     def event_kinds(self) -> set[str]:
         return {e.name for e in self.events}
 

@@ -94,3 +94,23 @@ def test_harness_frames_are_kept_in_report_json_and_marked() -> None:
     marked = [f.to_dict() for f in frames if f.is_harness]
     assert marked and all(d["harness"] is True for d in marked)
     assert all("harness" not in f.to_dict() for f in frames if not f.is_harness)
+
+
+HANG_RULES = ("busy_loop", "exit_waits_for_thread", "fork_deadlock", "fork_runtime", "gil_deadlock",
+              "gil_held_blocking", "stopped")
+
+
+@pytest.mark.parametrize("name", sorted(set(CASES) - {"sleep"}))  # (sleep's finding is the generic one)
+def test_the_hang_rules_say_nothing_of_a_run_that_did_not_hang(name: str) -> None:
+    import importlib
+
+    from lifeguard.diagnose.evidence import Evidence
+    from lifeguard.model.outcomes import Outcome
+
+    hung = Evidence.of(evidence(name))
+    for outcome in (Outcome.FAILED, Outcome.CRASHED):
+        other = replace(hung, outcome=outcome)
+        for rule in HANG_RULES:
+            check = importlib.import_module(f"lifeguard.diagnose.rules.{rule}").check
+            assert check(other) == [], (rule, outcome)
+    assert any(importlib.import_module(f"lifeguard.diagnose.rules.{rule}").check(hung) for rule in HANG_RULES)

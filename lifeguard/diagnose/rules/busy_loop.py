@@ -9,7 +9,6 @@ from __future__ import annotations
 from lifeguard.diagnose.activity import is_spinning, python_text
 from lifeguard.diagnose.evidence import Evidence, describe, thread_ref
 from lifeguard.diagnose.runtimes import runtime_of
-from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Finding
 from lifeguard.model.stacks import GIL_HELD, Frame, ThreadStack
 
@@ -27,10 +26,8 @@ def _spinning_frame(thread: ThreadStack) -> Frame | None:
 
 
 def check(evidence: Evidence) -> list[Finding]:
-    if evidence.outcome is not Outcome.HUNG:
-        return []
     findings = []
-    for process in evidence.processes:
+    for process in evidence.hung_processes:
         spinning = [t for t in process.threads if is_spinning(t)]
         if not spinning:
             continue

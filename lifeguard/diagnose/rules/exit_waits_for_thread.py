@@ -10,7 +10,6 @@ from __future__ import annotations
 from lifeguard.diagnose.activity import how_blocked, python_text
 from lifeguard.diagnose.crash import main_thread
 from lifeguard.diagnose.evidence import Evidence, blocking_call, describe, thread_ref
-from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Finding
 from lifeguard.model.stacks import ProcessStacks, ThreadStack
 
@@ -32,10 +31,8 @@ def _waited_for(process: ProcessStacks, main: ThreadStack) -> list[ThreadStack]:
 
 
 def check(evidence: Evidence) -> list[Finding]:
-    if evidence.outcome is not Outcome.HUNG:
-        return []
     findings = []
-    for process in evidence.processes:
+    for process in evidence.hung_processes:
         main = main_thread(process)
         if main is None or not _in_shutdown(main):
             continue

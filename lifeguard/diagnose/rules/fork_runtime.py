@@ -18,18 +18,16 @@ from lifeguard.diagnose.activity import (
 )
 from lifeguard.diagnose.evidence import Evidence, describe, thread_ref
 from lifeguard.diagnose.runtimes import runtime_of
-from lifeguard.model.outcomes import Outcome, Phase
+from lifeguard.model.outcomes import Phase
 from lifeguard.model.result import Finding
 
 KIND = "fork-runtime"
 
 
 def check(evidence: Evidence) -> list[Finding]:
-    if evidence.outcome is not Outcome.HUNG:
-        return []
     records = fork_records(evidence)
     findings = []
-    for process in evidence.processes:
+    for process in evidence.hung_processes:
         record = records.get(process.pid)
         if record is None and not (evidence.phase is Phase.FORK_CHILD and process.ppid in
                                    {p.pid for p in evidence.processes}):

@@ -21,7 +21,6 @@ from lifeguard.diagnose.evidence import (
     thread_ref,
     waits_for,
 )
-from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Finding
 from lifeguard.model.stacks import GIL_HELD, ThreadStack
 
@@ -41,10 +40,8 @@ def waits_on_thread(thread: ThreadStack) -> bool:
 
 
 def check(evidence: Evidence) -> list[Finding]:
-    if evidence.outcome is not Outcome.HUNG:
-        return []
     findings = []
-    for process in evidence.processes:
+    for process in evidence.hung_processes:
         # Waiting for the GIL itself (not for HEAD_LOCK inside PyGILState_Ensure: fork-deadlock explains that).
         waiters = [t for t in process.threads if waits_for(t) == "gil"]
         if not waiters:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from lifeguard.diagnose.activity import how_blocked, is_blocked, python_text, waits_on_io
 from lifeguard.diagnose.evidence import Evidence, blocking_call, c_caller, describe, thread_ref, waits_for
-from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Finding
 from lifeguard.model.stacks import GIL_HELD
 
@@ -19,10 +18,8 @@ HINT = ("Release the GIL around calls that can block (Py_BEGIN_ALLOW_THREADS / P
 
 
 def check(evidence: Evidence) -> list[Finding]:
-    if evidence.outcome is not Outcome.HUNG:
-        return []
     findings = []
-    for process in evidence.processes:
+    for process in evidence.hung_processes:
         for thread in process.threads:
             if thread.gil != GIL_HELD or not is_blocked(thread) or not waits_on_io(thread):
                 continue

@@ -9,7 +9,6 @@ from __future__ import annotations
 from lifeguard.diagnose.activity import activity, python_text
 from lifeguard.diagnose.evidence import Evidence, thread_ref
 from lifeguard.model.kernel import Activity
-from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Finding
 
 KIND = "stopped"
@@ -19,10 +18,8 @@ HINT = ("Something stopped the process: a SIGSTOP/SIGTSTP it sent itself or got 
 
 
 def check(evidence: Evidence) -> list[Finding]:
-    if evidence.outcome is not Outcome.HUNG:
-        return []
     findings = []
-    for process in evidence.processes:
+    for process in evidence.hung_processes:
         states = [activity(t) for t in process.threads]
         if not states or any(s is not Activity.STOPPED for s in states):
             continue
