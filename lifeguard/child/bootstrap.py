@@ -201,7 +201,7 @@ def install_evidence(run_dir: str, signum: int, seed: int, perturbations: list[s
         apply_perturbations(perturbations, seed)
 
 
-def run(spec: dict[str, Any]) -> None:
+def run(spec: protocol.ChildSpec) -> None:
     """Set up the evidence machinery, import the fixture and the scenario, run the body.
 
     Returns when the body returned; raises what the body raised (SystemExit included).
@@ -229,13 +229,14 @@ def run(spec: dict[str, Any]) -> None:
         plain_target.hide_harness()  # last: nothing of lifeguard is imported after this
     else:
         module = None
-        if spec.get("fixture"):  # first: the scenario file may import the fixture itself
+        fixture = spec["fixture"]
+        if fixture:  # first: the scenario file may import the fixture itself
             import importlib
 
-            sys.path.insert(0, spec["fixture_dir"])
-            module = importlib.import_module(spec["fixture"])
+            sys.path.insert(0, spec["fixture_dir"] or "")  # (a fixture always comes with its build's folder)
+            module = importlib.import_module(fixture)
         func = _load_function(spec["path"], spec["function"])
-        body = (lambda: func(module)) if spec.get("fixture") else func
+        body = (lambda: func(module)) if fixture else func
     emit(protocol.BODY_START)
     _run_body(body, on_uncaught)
 

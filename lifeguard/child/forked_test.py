@@ -163,7 +163,7 @@ def hold_path_finders() -> None:
         _finders[:] = list(cache.values())
 
 
-def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: dict[str, Any],
+def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: protocol.ChildSpec,
                body: Callable[[], int], *, own_streams: bool = False,
                watchdog: tuple[int, str] | None = None, collector: bool = True,
                sigchld_ignored: bool = False) -> NoReturn:

@@ -55,7 +55,7 @@ def hide_harness() -> None:
         _hidden.append(sys.modules.pop(name))
 
 
-def prepare(spec: dict[str, Any]) -> Callable[[], object]:
+def prepare(spec: protocol.ChildSpec) -> Callable[[], object]:
     """Set ``sys.argv``, ``sys.path`` and ``__main__`` for a plain target; return its body."""
     kind = spec["kind"]
     argv = list(spec.get("argv") or ())
@@ -70,7 +70,7 @@ def prepare(spec: dict[str, Any]) -> Callable[[], object]:
     if kind == "code":
         _set_path0("")
         sys.argv = argv or ["-c"]
-        source = spec["code"]
+        source = spec["code"] or ""  # (kind "code" always carries its code)
         return lambda: exec(source, namespace)  # named "<string>", as `python -c` names it; no compile(): below
     # importlib's own loader class, as `python script.py` sets it, without importing importlib.machinery
     # (three more modules for every run's program to tear down at exit).

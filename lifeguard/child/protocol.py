@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 # --- environment variables the supervisor sets for a child -----------------------------------------
 CHILD_ENV = "LIFEGUARD_CHILD"  # "1" inside a supervised child: @lifeguard.scenario does no bookkeeping there
-SPEC_ENV = "LIFEGUARD_SPEC"  # the run spec (SPEC_KEYS) as a Python literal
+SPEC_ENV = "LIFEGUARD_SPEC"  # the run spec (ChildSpec) as a Python literal
 EVENTS_FD_ENV = "LIFEGUARD_EVENTS_FD"  # the result channel: an inherited O_APPEND descriptor...
 # ...or a path, for a child started by a tool that passes no descriptors through (a replay under gdb).
 EVENTS_PATH_ENV = "LIFEGUARD_EVENTS_PATH"
@@ -70,26 +70,31 @@ DISCOVERY_FAILED = "discovery-failed"  # the discovery process's own code failed
 # "float" (a float that is not finite, which repr() cannot give as a literal).
 PLAIN_TAG = "\x00lifeguard"
 
-# --- the run spec: keys of the dict in SPEC_ENV (or in a fork-server request) ----------------------
-SPEC_KEYS = (
-    "kind",  # "function", "script" or "code"
-    "path",  # scenario file or script
-    "function",  # the body's name in the scenario file
-    "code",  # for kind "code"
-    "fixture",  # the fixture module to import and pass to the body, or None
-    "fixture_dir",  # where its build is
-    "run_dir",  # the run's own folder (its working directory)
-    "dump_signal",  # the signal that asks for a faulthandler dump
-    "argv",  # a script's arguments
-    "cores",  # raise RLIMIT_CORE: a crash leaves a core for gdb
-    "seed",  # the run's seed
-    "perturbations",  # names, applied in the child (plan.perturbations)
-    "variant",  # as VARIANT_ENV
-    "exit",  # forked runs: "fast" (os._exit after flushing) or "full" (finalization)
-    "module",  # for kind "module": the module -m runs
-    "workdir",  # plain targets: the user's folder, the program's working directory ("" for the run's folder)
-    "bytecode",  # a script: its code compiled by the supervisor for the child's interpreter (a .pyc), or None
-)
+# --- the run spec: the dict in SPEC_ENV (or in a fork-server request), ChildSpec below -------------
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    class ChildSpec(TypedDict):
+        """What the child bootstrap needs of a run (lifeguard.run.launch.child_spec): plain data, sent as a
+        Python literal or as JSON. A type only: mypy checks both sides, the child pays no import for it."""
+
+        kind: str  # "function", "script", "code" or "module"
+        path: str  # scenario file or script
+        function: str  # the body's name in the scenario file
+        code: str | None  # for kind "code"
+        fixture: str | None  # the fixture module to import and pass to the body
+        fixture_dir: str | None  # where its build is
+        run_dir: str  # the run's own folder (its working directory)
+        dump_signal: int  # the signal that asks for a faulthandler dump
+        argv: list[str]  # a script's arguments
+        cores: bool  # raise RLIMIT_CORE: a crash leaves a core for gdb
+        seed: int  # the run's seed
+        perturbations: list[str]  # names, applied in the child (plan.perturbations)
+        variant: str  # as VARIANT_ENV
+        exit: str  # forked runs: "fast" (os._exit after flushing) or "full" (finalization)
+        module: str  # for kind "module": the module -m runs
+        workdir: str  # plain targets: the user's folder, the program's working directory ("" for the run's)
+        bytecode: str | None  # a script: its code compiled by the supervisor for the child's interpreter (.pyc)
 
 # --- the attach spec: keys of the dict in ATTACH_ENV --------------------------------------------------
 ATTACH_KEYS = ("run_dir", "dump_signal", "cores", "seed", "perturbations")
@@ -175,7 +180,7 @@ def is_faulthandler_file(name: str) -> bool:
 # --- the fork-server's messages (supervisor <-> server, one JSON object each) -----------------------
 SERVER_STARTED = "started"  # server -> supervisor: {"started": pid}, in request order
 SERVER_EXITED = "exited"  # server -> supervisor: {"exited": pid, "status": wait status}
-REQUEST_SPEC = "spec"  # supervisor -> server: {"spec": SPEC_KEYS dict, "env": the run's added environment}
+REQUEST_SPEC = "spec"  # supervisor -> server: {"spec": a ChildSpec, "env": the run's added environment}
 REQUEST_ENV = "env"
 REQUEST_JOIN = "join"  # supervisor -> server: the cgroup.procs file the forked child writes its pid to first ("": none)
 SERVER_STATUS = "status"  # with SERVER_EXITED: the exit code (negative: killed by that signal)

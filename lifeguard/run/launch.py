@@ -255,7 +255,7 @@ def empty_run_folder(folder: Path) -> bool:
     return True
 
 
-def child_spec(spec: RunSpec) -> dict[str, Any]:
+def child_spec(spec: RunSpec) -> protocol.ChildSpec:
     """What the child bootstrap needs to know (plain data: sent as a Python literal, or as JSON
     to the fork-server)."""
     return {
@@ -271,7 +271,7 @@ def child_spec(spec: RunSpec) -> dict[str, Any]:
 
 def attach_spec(spec: RunSpec) -> dict[str, Any]:
     """What a Python process of a plain run that lifeguard did not start needs (protocol.ATTACH_KEYS)."""
-    full = child_spec(spec)
+    full: dict[str, object] = dict(child_spec(spec))
     return {key: full[key] for key in protocol.ATTACH_KEYS}
 
 
