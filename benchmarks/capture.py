@@ -345,10 +345,10 @@ def three_threads_hang():
 def deadline_to_evidence(runs: int) -> float:
     """Run a hanging scenario through the engine; a run's duration minus its deadline is the
     time the escalation ladder took (native capture, Python dumps, tree kill, diagnosis)."""
-    from lifeguard.cli.session import SessionSetup, run_session
     from lifeguard.interpreter import resolve
     from lifeguard.plan.discover import discover
     from lifeguard.plan.scheduler import PlanOptions
+    from lifeguard.session.setup import SessionSetup, run_session
 
     with tempfile.TemporaryDirectory(prefix="lifeguard-bench-") as folder:
         path = Path(folder) / "hang.py"

@@ -26,7 +26,6 @@ from lifeguard.cli.options import (
     split_plain_target,
 )
 from lifeguard.cli.probe import Probe
-from lifeguard.cli.session import SessionSetup, exit_code, run_session
 from lifeguard.cli.survey import SurveyCommand
 from lifeguard.errors import EXIT_OK, EXIT_USAGE, ArgumentError
 from lifeguard.interpreter import resolve
@@ -38,6 +37,7 @@ from lifeguard.plan.perturbations import PERTURBATIONS
 from lifeguard.plan.scheduler import PlanOptions, build_all, series_of
 from lifeguard.report.terminal import COLOR_CHOICES, exited_on_its_own
 from lifeguard.run import headstart
+from lifeguard.session.setup import SessionSetup, exit_code, run_session
 
 
 class Selecting(Command):

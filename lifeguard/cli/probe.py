@@ -11,7 +11,6 @@ from pathlib import Path
 
 from lifeguard.cli.base import Command
 from lifeguard.cli.options import positive_float, positive_int
-from lifeguard.cli.session import SessionSetup, exit_code, run_session
 from lifeguard.errors import EXIT_USAGE
 from lifeguard.interpreter import resolve
 from lifeguard.model.outcomes import Outcome, Phase
@@ -29,6 +28,7 @@ from lifeguard.plan.probes import (
     probe_verdict,
 )
 from lifeguard.report.escape import for_terminal
+from lifeguard.session.setup import SessionSetup, exit_code, run_session
 
 HOOK_HELP = ("FUNC(module) or FUNC(module, probe) exercises the module: start its threads, make its objects, "
              "hand it callbacks made by probe.callback(*objects). The exit probe keeps what it returns alive until "

@@ -28,7 +28,6 @@ from pathlib import Path
 import pytest
 
 from lifeguard.child import emit, protocol
-from lifeguard.cli.evidence_hooks import capture_hang, explain_failure
 from lifeguard.model.outcomes import Outcome, Verdict
 from lifeguard.model.result import RunResult
 from lifeguard.model.run import RunKind, RunSpec, StartMode
@@ -38,6 +37,7 @@ from lifeguard.pytest_plugin.settings import Settings, runs_in_shard
 from lifeguard.pytest_plugin.verdicts import failure_text, interpreter, pytest_outcome_of, user_properties
 from lifeguard.run.fork_here import run_in_fork
 from lifeguard.run.relay import joined_pumps
+from lifeguard.session.evidence_hooks import capture_hang, explain_failure
 
 FAILURE_TEXT_LIMIT = 256 * 1024  # of pytest's own report of a body's failure
 SHOWN_OUTPUT_LIMIT = 1024 * 1024  # of a run's stdout / stderr handed to pytest's capture

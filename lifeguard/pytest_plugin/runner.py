@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 
 from lifeguard.build import build_fixture
-from lifeguard.cli.session import SessionSetup, run_session
 from lifeguard.errors import MarkerError
 from lifeguard.model.outcomes import Verdict
 from lifeguard.model.result import Session
@@ -36,6 +35,7 @@ from lifeguard.pytest_plugin.marker import MarkerOptions
 from lifeguard.pytest_plugin.session_report import SessionRecord
 from lifeguard.pytest_plugin.settings import Settings, shard_of_test
 from lifeguard.pytest_plugin.verdicts import failure_text, interpreter, pytest_outcome_of, user_properties
+from lifeguard.session.setup import SessionSetup, run_session
 
 BODY_FUNCTION = "lifeguard_body"
 

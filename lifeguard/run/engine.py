@@ -80,7 +80,7 @@ class Engine:
     """Runs a selection of scenarios and feeds every result to the sinks.
 
     Capture and diagnosis are handed in (``capture_hooks``, ``explain``): they sit in layers below
-    this one, and a session builder (lifeguard.cli.session) wires them for every front end.
+    this one, and a session builder (lifeguard.session.setup) wires them for every front end.
     ``keep_all_runs``: keep every run in ``Session.results``, passed ones included, in full (the pytest plugin
     hands them to its test); by default a session keeps only evidence (lifeguard.run.sink.RUNS_KEPT), so its
     memory stays flat.

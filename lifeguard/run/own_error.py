@@ -2,7 +2,7 @@
 
 An exception in a worker (supervising a run, or explaining it afterwards) is lifeguard's own fault for
 that run, not the scenario's: the run is recorded with what was seen of it and the traceback, every sink
-shows it, and the session exits 3 (lifeguard.cli.session.exit_code).
+shows it, and the session exits 3 (lifeguard.session.setup.exit_code).
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from lifeguard.cli.session import exit_code
 from lifeguard.interpreter import resolve
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import RunResult
@@ -30,6 +29,7 @@ from lifeguard.plan.scheduler import PlanOptions
 from lifeguard.report.sinks import sinks_for
 from lifeguard.report.terminal import TerminalSink
 from lifeguard.run.engine import Engine
+from lifeguard.session.setup import exit_code
 from tests.helpers import CLI_TIMEOUT, ROOT, Pace, load_report, real_python, run_cli
 
 MOUNT_TIMEOUT = 30.0

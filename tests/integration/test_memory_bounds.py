@@ -123,7 +123,7 @@ import json
 import sys
 from pathlib import Path
 
-from lifeguard.cli.session import SessionSetup, run_session
+from lifeguard.session.setup import SessionSetup, run_session
 from lifeguard.interpreter import resolve
 from lifeguard.plan.discover import discover
 from lifeguard.plan.scheduler import PlanOptions

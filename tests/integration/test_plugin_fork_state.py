@@ -172,7 +172,7 @@ def test_a_guarded_session_that_passes_loads_no_engine_in_the_pytest_process(plu
     result.assert_outcomes(passed=2)
     loaded = set(listing.read_text().split())
     assert "lifeguard.run.fork_here" in loaded  # the tests did run forked
-    heavy = {"lifeguard.run.engine", "lifeguard.cli.session", "lifeguard.plan.scheduler", "lifeguard.report.terminal",
+    heavy = {"lifeguard.run.engine", "lifeguard.session.setup", "lifeguard.plan.scheduler", "lifeguard.report.terminal",
              "lifeguard.diagnose", "lifeguard.capture.native", "lifeguard.pytest_plugin.runner"}
     assert not heavy & loaded, sorted(heavy & loaded)
 

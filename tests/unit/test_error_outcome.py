@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from lifeguard.cli.session import exit_code
 from lifeguard.errors import EXIT_INTERNAL, EXIT_UNEXPECTED
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome, Phase
@@ -24,6 +23,7 @@ from lifeguard.report.junit import junit_xml
 from lifeguard.report.terminal import TerminalSink
 from lifeguard.run.engine import summarise
 from lifeguard.run.own_error import disk_full, error_result
+from lifeguard.session.setup import exit_code
 
 PYTHON = Interpreter(executable="/usr/bin/python3.11", version=(3, 11, 7), include="/usr/include/python3.11",
                      ext_suffix=".cpython-311-x86_64-linux-gnu.so", soabi="cpython-311-x86_64-linux-gnu",

@@ -15,7 +15,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "lifeguard"
 
 # Top to bottom, as in DESIGN.md's layout: a module may import its own layer and the layers above.
-LAYERS = ("", "model", "child", "plan", "run", "capture", "diagnose", "report", "survey", "cli", "pytest_plugin")
+LAYERS = ("", "model", "child", "plan", "run", "capture", "diagnose", "report", "survey", "session", "cli",
+          "pytest_plugin")
 TOP_LEVEL = ("errors", "interpreter", "build", "cache")
 # Entry shims, allowed to reach down: `python -m lifeguard` runs the CLI, and `@lifeguard.scenario`
 # forwards to the decorator in model/ (lazily: the child never pays for it), or, in the discovery process,
@@ -106,6 +107,22 @@ def test_layers_import_only_upwards() -> None:
             if layer_of(target) > layer_of(module):
                 wrong.append(f"{module} -> {target}")
     assert not wrong, "imports from a lower layer:\n" + "\n".join(sorted(wrong))
+
+
+def test_the_front_ends_share_the_session_layer_not_each_other() -> None:
+    """The command line and the pytest plugin are two front ends over session/: neither imports the other, and
+    session/ knows neither (what both need lives there once)."""
+    front_ends = ("cli", "pytest_plugin")
+    wrong = []
+    for module, targets in graph().items():
+        parts = module.split(".")
+        if len(parts) < 2 or parts[1] not in (*front_ends, "session"):
+            continue
+        for target in targets:
+            layer = target.split(".")[1] if "." in target else ""
+            if layer in front_ends and layer != parts[1]:
+                wrong.append(f"{module} -> {target}")
+    assert not wrong, "front ends tied together:\n" + "\n".join(sorted(wrong))
 
 
 def test_the_child_side_needs_only_the_standard_library() -> None:

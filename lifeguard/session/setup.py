@@ -4,7 +4,7 @@ It wires what the engine gets handed (sinks, live output, native capture hooks, 
 builds an engine by hand, and turns the session into the exit code DESIGN.md promises.
 
 Diagnosis and native capture are imported when a run first needs them (a failure, a hang:
-lifeguard.cli.evidence_hooks): a session whose runs all pass never loads them, which keeps ``lifeguard run``
+lifeguard.session.evidence_hooks): a session whose runs all pass never loads them, which keeps ``lifeguard run``
 around a short program cheap.
 """
 
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lifeguard.build import cache_dir, unwritable_cache
-from lifeguard.cli.evidence_hooks import capture_hang, explain_failure
 from lifeguard.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNEXPECTED, BuildCacheError
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome
@@ -28,6 +27,7 @@ from lifeguard.report.terminal import TerminalSink
 from lifeguard.run.engine import Engine
 from lifeguard.run.launch import child_path_dir
 from lifeguard.run.supervise import CaptureHook
+from lifeguard.session.evidence_hooks import capture_hang, explain_failure
 
 
 @dataclass(frozen=True)
