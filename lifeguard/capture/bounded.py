@@ -20,10 +20,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
-from lifeguard.capture.procstate import STOPPED_STATES, process_state
 from lifeguard.child.readable import readable
-from lifeguard.run.proctree import children_of, read_proc
-from lifeguard.run.reap import reap_within
+from lifeguard.proc.procfs import STOPPED_STATES, children_of, process_state, read_proc
+from lifeguard.proc.reap import reap_within
 
 RESUME_ATTEMPTS = 3
 KILLED_REAP = 5.0  # start_tool: a killed tool's exit is waited for this long at most

@@ -17,9 +17,9 @@ import shutil
 import subprocess
 
 from lifeguard.capture.bounded import ToolRun, resume_stopped, run_bounded, stderr_tail
-from lifeguard.capture.procstate import ProcInfo, gone_reason, proc_info, thread_name
 from lifeguard.capture.pystack_parse import PTRACE_HINT
 from lifeguard.model.stacks import Backend, Frame, ProcessStacks, ThreadStack, infer_gil
+from lifeguard.proc.procfs import ProcessIdentity, gone_reason, process_identity, thread_name
 
 DEFAULT_LIVE_TIMEOUT = 5.0
 VERSION_TIMEOUT = 10.0
@@ -108,7 +108,7 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def build_stacks(pid: int, info: ProcInfo, run: ToolRun, timeout: float) -> ProcessStacks:
+def build_stacks(pid: int, info: ProcessIdentity, run: ToolRun, timeout: float) -> ProcessStacks:
     """The stacks of one eu-stack run, or why there are none (``error``)."""
     executable = os.path.realpath(info.exe) if info.exe else None
     parsed = parse_eu_stack(run.stdout, executable)
@@ -135,7 +135,7 @@ def build_stacks(pid: int, info: ProcInfo, run: ToolRun, timeout: float) -> Proc
 
 def capture_eu_stack(pid: int, timeout: float = DEFAULT_LIVE_TIMEOUT) -> ProcessStacks:
     """Native stacks of every thread of one live process; failures come back as ``error``."""
-    info = proc_info(pid)
+    info = process_identity(pid)
     reason = gone_reason(pid)
     if reason is not None:
         return ProcessStacks(pid=pid, ppid=info.ppid, exe=info.exe, cmdline=info.cmdline,

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from lifeguard.capture.bounded import resume_stopped, run_bounded
 from lifeguard.capture.gdb_parse import GdbRun, build_stacks
-from lifeguard.capture.procstate import ZOMBIE_STATES, ProcInfo, proc_info, process_state
 from lifeguard.capture.python_gdb import find_python_gdb, python_gdb_for_pid
 from lifeguard.errors import GdbNotFoundError
 from lifeguard.model.stacks import ProcessStacks
+from lifeguard.proc.procfs import ZOMBIE_STATES, ProcessIdentity, process_identity, process_state
 
 GDB_SCRIPT = Path(__file__).with_name("gdb_script.py")
 DEFAULT_LIVE_TIMEOUT = 10.0
@@ -167,7 +167,7 @@ def _capture_one(
 ) -> ProcessStacks:
     """Backtraces of every thread of one live process (see capture_live)."""
     gdb = require_gdb()
-    info = proc_info(pid)
+    info = process_identity(pid)
     state = process_state(pid)
     if state is None or state in ZOMBIE_STATES:
         # Nothing to attach to: say so plainly rather than with gdb's ptrace errors.
@@ -236,7 +236,7 @@ def analyse_core(
     cache_dir = _usable_cache_dir(cache_dir)
     call = f"capture_core({str(core_path.resolve())!r}, {script!r})"
     run = _run_gdb(_gdb_command(gdb, cache_dir, call, exe=exe), timeout)
-    info = ProcInfo(ppid=None, exe=exe, cmdline=())
+    info = ProcessIdentity(ppid=None, exe=exe, cmdline=())
     return build_stacks(None, info, run, mode="core", timeout=timeout, thread_names_from_proc=False)
 
 
@@ -277,6 +277,6 @@ def replay_crash(
     # -iex settings first, then the script and the call, then the program and its arguments.
     command = [command[0], *extra, *command[1:], exe]
     run = _run_gdb(command, timeout)
-    info = ProcInfo(ppid=None, exe=exe, cmdline=tuple(argv))
+    info = ProcessIdentity(ppid=None, exe=exe, cmdline=tuple(argv))
     stacks = build_stacks(None, info, run, mode="replay", timeout=timeout, thread_names_from_proc=False)
     return stacks

@@ -12,8 +12,8 @@ import json
 from typing import Any, Literal, TypedDict, cast
 
 from lifeguard.capture.bounded import ToolRun
-from lifeguard.capture.procstate import ProcInfo, thread_name
 from lifeguard.model.stacks import Backend, Frame, ProcessStacks, SignalInfo, ThreadStack, infer_gil
+from lifeguard.proc.procfs import ProcessIdentity, thread_name
 
 MARKER = "LIFEGUARD-"
 STDERR_TAIL_LINES = 5
@@ -92,7 +92,7 @@ def _stderr_tail(stderr: str) -> str:
 
 def build_stacks(
     pid: int | None,
-    info: ProcInfo,
+    info: ProcessIdentity,
     run: GdbRun,
     *,
     mode: CaptureMode,

@@ -23,7 +23,6 @@ from lifeguard.capture.eu_stack import INSTALL_HINT as EU_STACK_INSTALL
 from lifeguard.capture.eu_stack import capture_eu_stack, eu_stack_available
 from lifeguard.capture.faulthandler import merge_faulthandler
 from lifeguard.capture.gdb import analyse_core, capture_live, gdb_available, replay_crash
-from lifeguard.capture.procstate import ZOMBIE_STATES, process_state
 from lifeguard.capture.pystack_backend import INSTALL_HINT as PYSTACK_INSTALL
 from lifeguard.capture.pystack_backend import analyse_core_pystack, capture_pystack, pystack_available
 from lifeguard.capture.symbols import resolve_core
@@ -31,6 +30,7 @@ from lifeguard.capture.threadstate import with_kernel_state
 from lifeguard.child import protocol
 from lifeguard.model.run import RunKind, RunSpec
 from lifeguard.model.stacks import ProcessStacks
+from lifeguard.proc.procfs import ZOMBIE_STATES, process_state
 from lifeguard.run.launch import child_argv, child_env, child_spec
 from lifeguard.run.supervise import NATIVE_BUDGET, CaptureHook, HangContext
 

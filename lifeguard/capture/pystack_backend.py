@@ -23,9 +23,9 @@ from pathlib import Path
 
 from lifeguard.capture.bounded import ToolRun, resume_stopped, run_bounded
 from lifeguard.capture.core_notes import crashed_thread
-from lifeguard.capture.procstate import gone_reason, proc_info
 from lifeguard.capture.pystack_parse import build_core, build_live, parse_document
 from lifeguard.model.stacks import Backend, ProcessStacks
+from lifeguard.proc.procfs import gone_reason, process_identity
 
 SCRIPT = Path(__file__).with_name("pystack_script.py")
 # runpy runs the script without putting its folder (gdb.py, faulthandler.py...) on sys.path.
@@ -76,7 +76,7 @@ def probe_pystack(timeout: float = PROBE_TIMEOUT) -> tuple[str | None, str]:
 
 def capture_pystack(pid: int, timeout: float = DEFAULT_LIVE_TIMEOUT) -> ProcessStacks:
     """Native and Python stacks of every thread of one live process; failures come back as ``error``."""
-    info = proc_info(pid)
+    info = process_identity(pid)
     reason = gone_reason(pid)
     if reason is not None:
         return ProcessStacks(pid=pid, ppid=info.ppid, exe=info.exe, cmdline=info.cmdline,

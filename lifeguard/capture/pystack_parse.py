@@ -19,7 +19,6 @@ from typing import Any, TypedDict, cast
 
 from lifeguard.capture.bounded import ToolRun, stderr_tail
 from lifeguard.capture.faulthandler import insert_python_frames
-from lifeguard.capture.procstate import ProcInfo, thread_name
 from lifeguard.model.stacks import (
     GIL_HELD,
     GIL_RELEASED,
@@ -30,6 +29,7 @@ from lifeguard.model.stacks import (
     ThreadStack,
     infer_gil,
 )
+from lifeguard.proc.procfs import ProcessIdentity, thread_name
 
 INLINED_SUFFIX = " (inlined)"
 # "__libc_start_main@@GLIBC_2.34", "pthread_cond_timedwait@GLIBC_2.3.2": gdb's name is the part before.
@@ -201,7 +201,7 @@ def parse_document(run: ToolRun, timeout: float) -> tuple[dict[str, Any] | None,
     return document, None
 
 
-def build_live(pid: int, info: ProcInfo, run: ToolRun, timeout: float) -> ProcessStacks:
+def build_live(pid: int, info: ProcessIdentity, run: ToolRun, timeout: float) -> ProcessStacks:
     """The stacks of one live process as the script read them, or why there are none (``error``)."""
     document, error = parse_document(run, timeout)
     threads: tuple[ThreadStack, ...] = ()

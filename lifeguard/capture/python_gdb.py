@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from lifeguard.capture.procstate import LIBPYTHON, mapped_libpythons
+from lifeguard.proc.procfs import LIBPYTHON, mapped_libpythons
 
 # Where Debian/Fedora install python-gdb extensions of a distribution Python
 # (python3.X-dbg): the objfile's absolute path below this folder, plus "-gdb.py".

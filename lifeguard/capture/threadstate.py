@@ -12,12 +12,12 @@ import time
 from dataclasses import replace
 
 from lifeguard.capture.demangle import demangled
-from lifeguard.capture.procstate import thread_name
 from lifeguard.capture.symbols import resolve_live
 from lifeguard.model.kernel import KernelState
 from lifeguard.model.stacks import ProcessStacks, ThreadStack
+from lifeguard.proc.procfs import thread_name
+from lifeguard.proc.threadread import read_tree
 from lifeguard.run.supervise import CaptureHook, HangContext
-from lifeguard.run.threadread import read_tree
 
 # Long enough for a spinning thread to collect measurable CPU on a loaded machine (ticks are
 # 10 ms), short enough not to delay the capture noticeably.

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from lifeguard.child import protocol
 from lifeguard.child.readable import readable
+from lifeguard.proc.procfs import ZOMBIE_STATES, all_processes, has_env_marker
 
 # The whole discovery's deadline (LIFEGUARD_DISCOVERY_TIMEOUT overrides it): a file whose top level imports
 # a large library (torch) takes seconds; one that never returns is reported here, with where it is stuck.
@@ -217,30 +218,10 @@ def end_tree(root: int, token: str) -> list[int]:
 
 def tree_members(root: int, token: str) -> list[int]:
     """Live processes of the discovery's session or group, or marked with its id in DISCOVER_ENV."""
-    marker = f"{protocol.DISCOVER_ENV}={token}".encode()
     me = os.getpid()
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rpartition(b")")[2].split()
-        except OSError:
-            continue
-        if fields[0] in (b"Z", b"X"):  # zombies and the dead: nothing left to kill
-            continue
-        if root in (int(fields[2]), int(fields[3])) or _marked(entry, marker):
-            members.append(int(entry))
-    return members
-
-
-def _marked(pid: str, marker: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as environ:
-            return marker in environ.read().split(b"\0")
-    except OSError:
-        return False
+    return [info.pid for info in all_processes().values()
+            if info.pid != me and info.state not in ZOMBIE_STATES  # zombies and the dead: nothing left to kill
+            and (root in (info.pgrp, info.sid) or has_env_marker(info.pid, protocol.DISCOVER_ENV, token))]
 
 
 def _reap_ours(pids: list[int]) -> None:

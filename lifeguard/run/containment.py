@@ -18,18 +18,18 @@ from typing import Any
 
 from lifeguard.child.joined import own_process_group
 from lifeguard.child.protocol import MEMBERSHIP_ENV
-from lifeguard.run import cgroups
-from lifeguard.run.headstart import take_watchdog
-from lifeguard.run.headstart_process import is_python_program
-from lifeguard.run.membership import (
+from lifeguard.proc import cgroups
+from lifeguard.proc.membership import (
     SUBREAPER,
     CgroupMembership,
     RunMembership,
     SubreaperMembership,
     session_folder,
 )
-from lifeguard.run.proctree import ProcInfo, become_subreaper, libc
-from lifeguard.run.watchdog import Watchdog
+from lifeguard.proc.procfs import ProcInfo, become_subreaper, libc
+from lifeguard.proc.watchdog import Watchdog
+from lifeguard.run.headstart import take_watchdog
+from lifeguard.run.headstart_process import is_python_program
 
 CHOICES = ("auto", "cgroup", SUBREAPER)  # MEMBERSHIP_ENV's values
 PR_SET_PDEATHSIG = 1

@@ -20,8 +20,8 @@ from pathlib import Path
 from lifeguard.child import forked_test
 from lifeguard.model.result import RunResult
 from lifeguard.model.run import RunSpec
+from lifeguard.proc.handles import ForkedChild
 from lifeguard.run.containment import containment
-from lifeguard.run.handles import ForkedChild
 from lifeguard.run.launch import RunFiles, child_env, child_spec
 from lifeguard.run.live import LiveOutput
 from lifeguard.run.relay import Relays

@@ -12,14 +12,14 @@ while the program runs.
 The normal start stays the authority. When the supervisor reaches the run (lifeguard.run.supervise), it
 computes the process it would start and ``claim()`` hands the head start over only if it is that very
 process (command, folder and every environment entry compared); otherwise the head start is killed and
-the run starts as usual: slower, never different. The run is tracked by ancestry (lifeguard.run.membership:
+the run starts as usual: slower, never different. The run is tracked by ancestry (lifeguard.proc.membership:
 this process is the subreaper before the run's own code can fork), since it was started before the
 session's cgroup existed.
 Anything unusual on the way (an option the head start does not know, a command it cannot find, a cache
 that cannot be written) means no head start, never an error: the normal start then says what is wrong.
 
 Standard library (os, sys, ctypes, _random, _signal, resource) and a few small lifeguard modules only (child,
-cache, model.seeds, run.childpath, run.headstart_process, run.reap).
+cache, model.seeds, run.childpath, run.headstart_process, proc.reap).
 """
 
 from __future__ import annotations

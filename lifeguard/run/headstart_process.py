@@ -1,7 +1,7 @@
 """The processes of a head start (lifeguard.run.headstart): the run's, forked and exec'd as Popen would start it,
 and the watchdog's, forked beside it; and how both are ended when the head start is not used.
 
-Standard library, lifeguard.child modules and lifeguard.run.reap only, like lifeguard.run.headstart.
+Standard library, lifeguard.child modules and lifeguard.proc.reap only, like lifeguard.run.headstart.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 
 from lifeguard.child import protocol
 from lifeguard.child.joined import own_process_group
-from lifeguard.run.reap import reap_within
+from lifeguard.proc.reap import reap_within
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

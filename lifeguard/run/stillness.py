@@ -25,7 +25,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from lifeguard.run.threadread import ThreadReading, read_tree
+from lifeguard.proc.threadread import ThreadReading, read_tree
 
 # The share of one CPU a still tree may use between looks (GIL waiters' 5 ms wake-ups use about 0.1%).
 IDLE_CPU_SHARE = 0.01

@@ -27,14 +27,14 @@ from lifeguard.errors import UsageError
 from lifeguard.model.outcomes import Phase
 from lifeguard.model.result import Leftover, RunResult
 from lifeguard.model.run import RunKind, RunSpec
+from lifeguard.proc.handles import ForkedChild, PopenHandle
+from lifeguard.proc.membership import RunMembership
+from lifeguard.proc.procfs import read_proc, signal_caught
 from lifeguard.run import headstart
 from lifeguard.run.classify import classify, lead_pid, phase_of, read_events
 from lifeguard.run.containment import containment, spawn, starts_python
-from lifeguard.run.handles import ForkedChild, PopenHandle
 from lifeguard.run.launch import DUMP_SIGNAL, RunFiles, child_argv, child_env, child_spec, precompile_child_side
 from lifeguard.run.live import LiveOutput
-from lifeguard.run.membership import RunMembership
-from lifeguard.run.proctree import read_proc, signal_caught
 from lifeguard.run.relay import Relays
 from lifeguard.run.stillness import Stillness
 

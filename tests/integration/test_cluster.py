@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from lifeguard.child.protocol import CLUSTER_PRIVATE_ENV
-from lifeguard.run.proctree import children_of
+from lifeguard.proc.procfs import children_of
 from tests.helpers import ROOT, Pace, finish_cli, load_report, pid_alive, run_cli, start_cli, wait_for
 
 pytest.importorskip("distributed", reason="Dask's distributed is not installed (the test extra has it)")

@@ -209,7 +209,7 @@ def test_os_exit_0_in_a_test_fails_it_with_xdist(plugin_env: pytest.Pytester) ->
 
 def test_a_status_another_waiter_took_is_lost_never_0() -> None:
     """The supervisor's handle on a forked child whose status another waiter of the process took first."""
-    from lifeguard.run.handles import ForkedChild
+    from lifeguard.proc.handles import ForkedChild
 
     read_end, write_end = os.pipe()
     pid = os.fork()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lifeguard.run import cgroups
+from lifeguard.proc import cgroups
 from tests.helpers import Pace, load_report, pid_alive, run_cli
 
 MECHANISMS = ["cgroup", "subreaper"]
@@ -224,7 +224,7 @@ while time.monotonic() < deadline:
 def test_a_run_found_ended_is_not_looked_at_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """Once a look finds a run's main process gone and nothing of it left, nothing of it can appear again (every
     orphan comes to the subreaper): the look at its close is spared (a /proc scan of every forked test's end)."""
-    from lifeguard.run import membership
+    from lifeguard.proc import membership
 
     run = membership.SubreaperMembership("ended-run")
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lifeguard.run.proctree import children_of
+from lifeguard.proc.procfs import children_of
 from tests.helpers import Pace, pid_alive, start_cli, wait_for
 
 # The figure: both hung trees gone this long after the supervisor's SIGKILL.

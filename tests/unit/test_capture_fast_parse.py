@@ -14,9 +14,9 @@ from lifeguard.capture.bounded import ToolRun
 from lifeguard.capture.core_notes import crashed_thread
 from lifeguard.capture.eu_stack import parse_eu_stack
 from lifeguard.capture.native import HangBackend, capture_process
-from lifeguard.capture.procstate import ProcInfo
 from lifeguard.capture.pystack_parse import build_live, merge_frames, native_frame, parse_document, thread_gil
 from lifeguard.model.stacks import GIL_HELD, GIL_RELEASED, GIL_WAITING, Backend, Frame, ProcessStacks
+from lifeguard.proc.procfs import ProcessIdentity
 
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 LIBPY = "/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0"
@@ -121,7 +121,7 @@ def test_a_live_document_becomes_process_stacks() -> None:
               "interpreter_id": 0, "native": WORKER_NATIVE, "python": WORKER_PYTHON}
     again = {**thread, "interpreter_id": 1}
     document = json.dumps({"threads": [thread, again], "pystack": "1.7.2"})
-    info = ProcInfo(ppid=1, exe=EXE, cmdline=("python", "hung.py"))
+    info = ProcessIdentity(ppid=1, exe=EXE, cmdline=("python", "hung.py"))
     # pid 0: no /proc entry to name threads from, so pystack's own names stay.
     stacks = build_live(0, info, run_of(document), 8.0)
     assert stacks.ok and stacks.backend is Backend.PYSTACK and stacks.duration == 0.25

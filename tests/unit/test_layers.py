@@ -15,8 +15,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "lifeguard"
 
 # Top to bottom, as in DESIGN.md's layout: a module may import its own layer and the layers above.
-LAYERS = ("", "model", "child", "plan", "run", "capture", "diagnose", "report", "survey", "session", "cli",
-          "pytest_plugin")
+LAYERS = ("", "model", "child", "proc", "plan", "run", "capture", "diagnose", "report", "survey", "session",
+          "cli", "pytest_plugin")
 TOP_LEVEL = ("errors", "interpreter", "build", "cache")
 # Entry shims, allowed to reach down: `python -m lifeguard` runs the CLI, and `@lifeguard.scenario`
 # forwards to the decorator in model/ (lazily: the child never pays for it), or, in the discovery process,
@@ -160,3 +160,12 @@ def test_no_module_over_400_lines(module: str) -> None:
 def test_the_checker_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_developer_docs_list_the_layers_in_order() -> None:
+    """docs/development.md's layout table names every layer folder, top to bottom, as LAYERS does."""
+    import re
+
+    text = (PACKAGE.parent / "docs" / "development.md").read_text()
+    listed = re.findall(r"^\| `(\w+)/` \|", text, flags=re.MULTILINE)
+    assert listed == list(LAYERS[1:])

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from lifeguard.proc.threadread import ThreadReading
 from lifeguard.run import stillness
 from lifeguard.run.stillness import IDLE_CPU_SHARE, Stillness
-from lifeguard.run.threadread import ThreadReading
 
 SETTLE = 2.0
 LOOK = 0.25  # the supervisor's wait-loop wake (supervise.POLL_INTERVAL)

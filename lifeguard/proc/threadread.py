@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lifeguard.proc.procfs import stat_fields, thread_ids
+
 # The system calls threads wait in, by number, for the two architectures lifeguard runs on.
 _WAIT_SYSCALLS = {
     "x86_64": {0: "read", 1: "write", 7: "poll", 23: "select", 24: "sched_yield", 34: "pause", 35: "nanosleep",
@@ -59,11 +61,11 @@ def _syscall_name(text: str | None) -> str | None:
 
 def read_thread(pid: int, tid: int) -> ThreadReading | None:
     base = f"/proc/{pid}/task/{tid}"
-    stat = _read(f"{base}/stat")
-    if stat is None:
+    read = stat_fields(f"{base}/stat")
+    if read is None:
         return None
-    fields = stat.rsplit(")", 1)[1].split()
-    state = fields[0] if fields else None
+    fields = read[1]
+    state = fields[0]
     cpu: float | None = None
     schedstat = _read(f"{base}/schedstat")
     if schedstat and schedstat.split()[0].isdigit():
@@ -72,13 +74,6 @@ def read_thread(pid: int, tid: int) -> ThreadReading | None:
         cpu = (int(fields[11]) + int(fields[12])) * _TICK  # utime + stime (fields 14, 15 of stat)
     wchan = (_read(f"{base}/wchan") or "").strip()
     return ThreadReading(state, _syscall_name(_read(f"{base}/syscall")), wchan if wchan not in ("", "0") else None, cpu)
-
-
-def thread_ids(pid: int) -> list[int]:
-    try:
-        return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit())
-    except OSError:
-        return []
 
 
 def read_tree(pids: Iterable[int]) -> dict[tuple[int, int], ThreadReading]:

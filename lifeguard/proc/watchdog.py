@@ -16,7 +16,7 @@ from typing import IO
 
 from lifeguard.child import protocol
 from lifeguard.child import watchdog as child_watchdog
-from lifeguard.run.handles import ForkedChild
+from lifeguard.proc.handles import ForkedChild
 
 STOP_TIMEOUT = 5.0  # the watchdog's own exit after the pipe closes (nothing to kill by then)
 

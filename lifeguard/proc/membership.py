@@ -1,7 +1,7 @@
 """Which processes belong to a run: found, reaped and killed by a mechanism the run cannot leave.
 
 Two mechanisms, chosen once per session (``lifeguard doctor`` and report.json name the one used):
-- **cgroup** (lifeguard.run.cgroups): each run in a cgroup folder of its own, joined before any of the run's own
+- **cgroup** (lifeguard.proc.cgroups): each run in a cgroup folder of its own, joined before any of the run's own
   code: before exec for a program that is not Python, by the fork-server's child first of all, and for a
   Python child while its interpreter starts (it waits for it: lifeguard.child.joined). setsid, an empty
   environment or a double fork do not leave it; a kill is one write.
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Protocol
 
 from lifeguard.child.protocol import CGROUP_ENV
-from lifeguard.run import cgroups
-from lifeguard.run.proctree import ProcInfo, alive, all_processes, children_of, has_marker, read_proc
+from lifeguard.proc import cgroups
+from lifeguard.proc.procfs import ProcInfo, alive, all_processes, children_of, has_marker, read_proc
 
 SUBREAPER = "subreaper"
 KILL_ROUNDS = 5

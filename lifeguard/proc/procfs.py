@@ -1,0 +1,203 @@
+"""What /proc says about a process: its parent, session, group, state and start, its children, its executable
+and command line, its environment's markers, its signal handlers, its threads' names, the libpython it maps.
+
+The one reader of /proc/PID/stat (``stat_fields``) for the supervisor, the discovery's end and the capture;
+what cannot be read (the process is gone, or not ours to read) is None or empty, never an error.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from lifeguard.child.protocol import RUN_ID_ENV as RUN_MARKER_ENV
+
+PR_SET_CHILD_SUBREAPER = 36
+STOPPED_STATES = ("T", "t")
+ZOMBIE_STATES = ("Z", "X")
+# A shared libpython's file name: "libpython3.11.so.1.0", "libpython3.13t.so".
+LIBPYTHON = re.compile(r"libpython\d+\.\d+[a-z]*\.so[.\d]*$")
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    pid: int
+    ppid: int
+    sid: int
+    pgrp: int
+    state: str
+    comm: str
+    start: int = 0  # start time in clock ticks after boot: orders processes (pids are reused)
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """What a capture names a process by: parent, executable and command line (None / empty: unreadable)."""
+
+    ppid: int | None
+    exe: str | None
+    cmdline: tuple[str, ...]
+
+
+def stat_fields(path: str) -> tuple[str, list[str]] | None:
+    """The command name and the fields after it of a stat file (/proc/PID/stat, /proc/PID/task/TID/stat):
+    fields[0] is the state, [1] the parent, [2] the group, [3] the session, [19] the start time."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    # comm may hold spaces and parentheses: split at the last ')'.
+    head, _, rest = data.rpartition(")")
+    fields = rest.split()
+    return (head.partition("(")[2], fields) if len(fields) >= 4 else None
+
+
+def read_proc(pid: int) -> ProcInfo | None:
+    read = stat_fields(f"/proc/{pid}/stat")
+    if read is None:
+        return None
+    comm, fields = read
+    try:
+        return ProcInfo(pid=pid, ppid=int(fields[1]), sid=int(fields[3]), pgrp=int(fields[2]), state=fields[0],
+                        comm=comm, start=int(fields[19]) if len(fields) > 19 else 0)
+    except ValueError:
+        return None
+
+
+def all_processes() -> dict[int, ProcInfo]:
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            info = read_proc(int(entry))
+            if info is not None:
+                found[info.pid] = info
+    return found
+
+
+def process_state(pid: int) -> str | None:
+    """One-letter state from /proc/PID/stat ("S", "R", "T" stopped, "t" traced, "Z")."""
+    read = stat_fields(f"/proc/{pid}/stat")
+    return read[1][0] if read is not None else None
+
+
+def alive(pid: int) -> bool:
+    """Does ``pid`` exist, and is it no zombie?"""
+    return process_state(pid) not in (None, *ZOMBIE_STATES)
+
+
+def gone_reason(pid: int) -> str | None:
+    """Why a live capture of ``pid`` cannot start (gone, or a zombie not yet reaped), else None."""
+    state = process_state(pid)
+    if state is None:
+        return "No such process"
+    if state in ZOMBIE_STATES:
+        return "the process has exited (a zombie not yet reaped)"
+    return None
+
+
+def process_identity(pid: int) -> ProcessIdentity:
+    """Parent, executable and command line of a process; what cannot be read is None / empty."""
+    info = read_proc(pid)
+    try:
+        exe: str | None = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        exe = None
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        cmdline = tuple(part.decode(errors="replace") for part in raw.split(b"\0") if part)
+    except OSError:
+        cmdline = ()
+    return ProcessIdentity(info.ppid if info is not None else None, exe, cmdline)
+
+
+def has_env_marker(pid: int, name: str, value: str) -> bool:
+    """Does process ``pid``'s environment (as it started) hold NAME=VALUE?"""
+    needle = f"{name}={value}".encode()
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return needle in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def has_marker(pid: int, run_id: str) -> bool:
+    """Was ``pid`` started with run ``run_id``'s marker in its environment?"""
+    return has_env_marker(pid, RUN_MARKER_ENV, run_id)
+
+
+def signal_caught(pid: int, signum: int) -> bool:
+    """Does process ``pid`` have a handler for ``signum``? (Signalling one that
+    does not would kill it before its native stacks are captured.)"""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signum - 1)))
+    except OSError:
+        pass
+    return False
+
+
+def children_of(pid: int) -> list[int]:
+    """Children of ``pid`` (zombies too), from /proc/PID/task/*/children, or from a scan of every process
+    where the kernel lacks that file."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                found.extend(int(p) for p in f.read().split())
+        except FileNotFoundError:
+            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
+                continue  # a thread that ended between the two looks (not a kernel without the file)
+            return [info.pid for info in all_processes().values() if info.ppid == pid]
+        except OSError:
+            continue
+    return found
+
+
+def thread_ids(pid: int) -> list[int]:
+    """The threads of ``pid`` (empty: gone or unreadable)."""
+    try:
+        return sorted(int(tid) for tid in os.listdir(f"/proc/{pid}/task") if tid.isdigit())
+    except OSError:
+        return []
+
+
+def thread_name(pid: int, tid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def mapped_libpythons(pid: int) -> list[Path]:
+    """The shared libpythons a live process has mapped (empty for a static interpreter)."""
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return []
+    paths = {line.split(None, 5)[-1] for line in maps.splitlines() if line.count(" ") >= 5}
+    return sorted(Path(p) for p in paths if p.startswith("/") and LIBPYTHON.match(Path(p).name))
+
+
+@functools.cache
+def libc() -> ctypes.CDLL:
+    """The C library, loaded once (prctl for the subreaper and the parent-death signal)."""
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def become_subreaper() -> bool:
+    """Make orphans of our children re-parent to us instead of init (Linux only)."""
+    try:
+        return bool(libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
