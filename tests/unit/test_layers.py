@@ -169,3 +169,16 @@ def test_the_developer_docs_list_the_layers_in_order() -> None:
     text = (PACKAGE.parent / "docs" / "development.md").read_text()
     listed = re.findall(r"^\| `(\w+)/` \|", text, flags=re.MULTILINE)
     assert listed == list(LAYERS[1:])
+
+
+def test_every_package_folder_is_in_the_wheel() -> None:
+    """pyproject.toml lists the packages a wheel holds: a folder missing there installs as nothing (the wheel's
+    `lifeguard` then fails at its first import of it)."""
+    import re
+
+    text = (PACKAGE.parent / "pyproject.toml").read_text()  # read without tomllib: the suite runs on 3.10 too
+    block = re.search(r"^packages = \[(.*?)\]", text, flags=re.MULTILINE | re.DOTALL)
+    assert block is not None
+    listed = set(re.findall(r'"([\w.]+)"', block.group(1)))
+    folders = {".".join(path.parent.relative_to(PACKAGE.parent).parts) for path in PACKAGE.rglob("__init__.py")}
+    assert folders <= listed, sorted(folders - listed)
