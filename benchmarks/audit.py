@@ -587,6 +587,89 @@ def case_31(tmp: Path) -> tuple[bool, str]:
     return "stopped" in text, f"rc {done.returncode}, findings {'say stopped' if 'stopped' in text else text[:80]}"
 
 
+
+def _users_project(tmp: Path) -> Path:
+    weights = tmp / "project" / "runs" / "experiment-42" / "weights.bin"
+    weights.parent.mkdir(parents=True)
+    weights.write_bytes(b"w" * 4096)
+    return weights
+
+
+@case("ownership", "--report . in a project with its own runs/")
+def case_report_dot(tmp: Path) -> tuple[bool, str]:
+    weights = _users_project(tmp)
+    done = cli("run", "--report", ".", "--no-native", "-c", "pass", cwd=weights.parents[2])
+    kept = weights.exists() and weights.stat().st_size == 4096
+    return done.returncode == 2 and kept, f"rc {done.returncode}, the user's weights {'kept' if kept else 'DELETED'}"
+
+
+@case("ownership", "--report '' (an empty path)")
+def case_report_empty(tmp: Path) -> tuple[bool, str]:
+    weights = _users_project(tmp)
+    done = cli("run", "--report", "", "--no-native", "-c", "pass", cwd=weights.parents[2])
+    made = sorted(p.name for p in weights.parents[2].iterdir())
+    return done.returncode == 2 and made == ["runs"], f"rc {done.returncode}, the folder holds {made}"
+
+
+@case("ownership", "a report folder whose runs/ is a symbolic link")
+def case_report_symlinked_runs(tmp: Path) -> tuple[bool, str]:
+    first = cli("run", "--report", str(tmp / "r"), "--no-native", "-c", "pass")
+    (tmp / "elsewhere").mkdir()
+    (tmp / "elsewhere" / "data.txt").write_text("precious")
+    subprocess.run(["rm", "-rf", str(tmp / "r" / "runs")], check=True, timeout=30)
+    (tmp / "r" / "runs").symlink_to(tmp / "elsewhere")
+    done = cli("run", "--report", str(tmp / "r"), "--no-native", "-c", "import os; os._exit(1)")
+    kept = (tmp / "elsewhere" / "data.txt").exists()
+    ok = first.returncode == 0 and done.returncode == 2 and kept
+    return ok, f"rc {done.returncode}, target {'kept' if kept else 'EMPTIED'}"
+
+
+def _two_shards(tmp: Path) -> list[Path]:
+    plan = tmp / "plan.py"
+    plan.write_text("import os, signal, atexit\nimport lifeguard\n\n"
+                    "@lifeguard.scenario(expect={'default': 'crashed@exit'}, repeat=2)\n"
+                    "def boom():\n    atexit.register(os.kill, os.getpid(), signal.SIGSEGV)\n")
+    shards = [tmp / f"shard-{k}" for k in (1, 2)]
+    for k, shard in enumerate(shards, 1):
+        cli("run", str(plan), "--shard", f"{k}/2", "--no-native", "-q", "--report", str(shard))
+    return shards
+
+
+@case("ownership", "merge: a shard names a run folder outside it")
+def case_merge_outside(tmp: Path) -> tuple[bool, str]:
+    shards = _two_shards(tmp)
+    (tmp / "secret").mkdir()
+    (tmp / "secret" / "key.txt").write_text("the secret")
+    line = json.loads((shards[0] / "results.jsonl").read_text().splitlines()[0])
+    (shards[0] / "results.jsonl").write_text(json.dumps({**line, "run_dir": str(tmp / "secret")}) + "\n")
+    done = cli("merge", *map(str, shards), "--report", str(tmp / "out"))
+    leaked = [p for p in (tmp / "out").rglob("key.txt")]
+    return done.returncode in (0, 1) and not leaked, f"rc {done.returncode}, {len(leaked)} file(s) copied from outside"
+
+
+@case("ownership", "merge: a symbolic link in a shard's run folder")
+def case_merge_symlink(tmp: Path) -> tuple[bool, str]:
+    shards = _two_shards(tmp)
+    (tmp / "key.txt").write_text("the secret")
+    run_dir = Path(json.loads((shards[0] / "results.jsonl").read_text().splitlines()[0])["run_dir"])
+    (run_dir / "leak.txt").symlink_to(tmp / "key.txt")
+    done = cli("merge", *map(str, shards), "--report", str(tmp / "out"))
+    leaked = [p for p in (tmp / "out").rglob("leak.txt")]
+    return done.returncode in (0, 1) and not leaked, f"rc {done.returncode}, {len(leaked)} link(s) followed"
+
+
+@case("ownership", "merge: a cut last line, a shard of 1/99999999999")
+def case_merge_malformed(tmp: Path) -> tuple[bool, str]:
+    shards = _two_shards(tmp)
+    with open(shards[0] / "results.jsonl", "a") as results:
+        results.write('{"scenario": "boom", "vari')
+    cut = cli("merge", *map(str, shards), "--report", str(tmp / "out"))
+    head = json.loads((shards[1] / "report.json").read_text())
+    (shards[1] / "report.json").write_text(json.dumps({**head, "shard": "1/99999999999"}))
+    huge = cli("merge", str(shards[1]), "--report", str(tmp / "out2"))
+    ok = cut.returncode == huge.returncode == 2 and "Traceback" not in cut.stderr + huge.stderr
+    return ok, f"cut line: rc {cut.returncode}; huge shard count: rc {huge.returncode}"
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-k", default="", help="only cases whose name contains this")

@@ -17,6 +17,7 @@ from lifeguard.cli.base import Command
 from lifeguard.cli.options import (
     default_jobs,
     expectation_text,
+    folder_path,
     jobs_value,
     perturbation_list,
     positive_float,
@@ -110,7 +111,7 @@ class Run(Selecting):
         parser.add_argument("--expect", type=expectation_text, metavar="OUTCOME[@PHASE]",
                             help="what a plain target must end in (default: passed), e.g. 'crashed@exit' or "
                                  "'hung@fork-child': a reproduction of a known bug then passes")
-        parser.add_argument("--report", type=Path, metavar="DIR",
+        parser.add_argument("--report", type=folder_path, metavar="DIR",
                             help="write results.jsonl (streamed), report.json, junit.xml and per-run evidence to DIR")
         parser.add_argument("--no-native", action="store_true",
                             help="skip native stacks (gdb on hangs, core files on crashes); faulthandler evidence only")
@@ -265,7 +266,7 @@ class Merge(Command):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("folders", nargs="+", type=Path, metavar="DIR", help="the shards' report folders")
-        parser.add_argument("--report", type=Path, metavar="OUT", required=True,
+        parser.add_argument("--report", type=folder_path, metavar="OUT", required=True,
                             help="the merged report folder (created; an earlier report in it is replaced)")
         parser.add_argument("--color", choices=COLOR_CHOICES, default="auto",
                             help="colour the verdicts: auto (a terminal, unless NO_COLOR is set), yes, no")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from lifeguard.errors import ArgumentError, LifeguardError
@@ -34,6 +35,13 @@ positive_int = _argparse_type(positive_count, "positive_int")
 positive_float = _argparse_type(positive_seconds, "positive_float")
 seed_value = _argparse_type(seed, "seed_value")
 shard_value = _argparse_type(shard, "shard_value")
+
+
+def folder_path(text: str) -> Path:
+    """A folder lifeguard writes (``--report DIR``): an empty value is refused, not read as the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; name a folder")
+    return Path(text)
 
 
 def jobs_value(text: str) -> int:

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from lifeguard.cli.base import Command
-from lifeguard.cli.options import positive_float, positive_int
+from lifeguard.cli.options import folder_path, positive_float, positive_int
 from lifeguard.errors import EXIT_USAGE
 from lifeguard.interpreter import resolve
 from lifeguard.model.outcomes import Outcome, Phase
@@ -70,8 +70,9 @@ class Probe(Command):
         parser.add_argument("-j", "--jobs", type=positive_int, default=1, metavar="N",
                             help="runs in parallel (default 1)")
         super().add_arguments(parser)
-        parser.add_argument("--report", metavar="DIR", help="write results.jsonl, report.json, junit.xml, "
-                            "per-run evidence and the generated probe file to DIR")
+        parser.add_argument("--report", type=folder_path, metavar="DIR",
+                            help="write results.jsonl, report.json, junit.xml, per-run evidence and the generated "
+                                 "probe file to DIR")
         parser.add_argument("--no-native", action="store_true",
                             help="skip native stacks (gdb on hangs, core files on crashes)")
         parser.add_argument("-v", "--verbose", action="store_true", help="print every run as it finishes")
@@ -82,11 +83,11 @@ class Probe(Command):
         check = parse_hook(args.check, "--check") if args.check else None
         paths = [os.getcwd(), *(os.path.abspath(p) for p in args.paths)]
         kinds = tuple(dict.fromkeys(probe_kind(name) for name in args.probes or PROBES))
-        report = Path(args.report).resolve() if args.report else None
+        report = args.report.resolve() if args.report is not None else None
         if report is not None:
-            from lifeguard.report.files import writable_folder  # the report writers: only when asked
+            from lifeguard.report.files import claim_report_folder  # the report writers: only when asked
 
-            writable_folder(report)  # before the probe file goes there: a file or a read-only folder in one line
+            claim_report_folder(report)  # before the probe file goes there: a file or a read-only folder in one line
         folder = report / "probe" if report else Path(tempfile.mkdtemp(prefix="lifeguard-probe-"))
         try:
             scenarios = probe_scenarios(args.module, kinds, folder, hook=hook, check=check, paths=paths,

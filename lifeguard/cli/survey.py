@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from lifeguard.cli.base import Command
-from lifeguard.cli.options import positive_float, positive_int
+from lifeguard.cli.options import folder_path, positive_float, positive_int
 from lifeguard.errors import EXIT_OK, SurveyError
 from lifeguard.plan.probes import PROBES
 
@@ -38,7 +38,7 @@ class SurveyCommand(Command):
         parser.add_argument("--installed", action="store_true",
                             help="survey every installed distribution that has an extension module")
         super().add_arguments(parser)
-        parser.add_argument("--report", type=Path, metavar="DIR", help="write survey.json, survey.html, "
+        parser.add_argument("--report", type=folder_path, metavar="DIR", help="write survey.json, survey.html, "
                             "the reproduction scripts and the usual reports to DIR (default: a temporary folder, "
                             "named at the end)")
         parser.add_argument("--probe", dest="probes", action="append", choices=tuple(PROBES),

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from lifeguard.errors import LifeguardError, MarkerError
+from lifeguard.errors import LifeguardError, MarkerError, ReportDirError
 from lifeguard.pytest_plugin.settings import (
     GUARD_HELP,
     MARKER_HELP,
@@ -33,6 +33,7 @@ from lifeguard.pytest_plugin.settings import (
 
 if TYPE_CHECKING:
     from collections.abc import Generator
+    from pathlib import Path
 
     from lifeguard.pytest_plugin.fixture import LifeguardFixture
     from lifeguard.pytest_plugin.marker import MarkerOptions
@@ -80,6 +81,17 @@ def _spare_from_assertion_rewriting(pluginmanager: pytest.PytestPluginManager) -
         cache.clear()
 
 
+def _claim(report_dir: Path) -> None:
+    """--lifeguard-report DIR is lifeguard's (new, empty or an earlier session's) before anything in it is
+    emptied; else a usage error, as any bad option value."""
+    from lifeguard.report.files import claim_report_folder  # the report writers: only with a report folder
+
+    try:
+        claim_report_folder(report_dir, "--lifeguard-report")
+    except ReportDirError as exc:
+        raise pytest.UsageError(f"lifeguard: {exc}") from None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     settings = read_settings(config)
@@ -90,10 +102,12 @@ def pytest_configure(config: pytest.Config) -> None:
         worker = getattr(config, "workerinput", {}).get("workerid")
         if worker is not None:  # a pytest-xdist worker: its own folder, merged by the controller at the end
             settings = replace(settings, report_dir=report_dir / WORKERS_FOLDER / worker)
-        elif _xdist_controller(config):
-            import shutil
+        else:
+            _claim(report_dir)
+            if _xdist_controller(config):
+                import shutil
 
-            shutil.rmtree(report_dir / WORKERS_FOLDER, ignore_errors=True)  # an earlier session's
+                shutil.rmtree(report_dir / WORKERS_FOLDER, ignore_errors=True)  # an earlier session's
     config.stash[SETTINGS_KEY] = settings
     if settings.guard_all:
         import resource  # noqa: F401  (a forked test's cores step needs it: imported once, here)

@@ -8,7 +8,6 @@ import fcntl
 import json
 import os
 import shutil
-import tempfile
 import threading
 from array import array
 from collections.abc import Iterable, Iterator
@@ -133,6 +132,7 @@ def write_report(path: Path, session: Session, runs: Iterable[dict[str, Any]]) -
 # evidence of an earlier session stands beside a new verdict.
 REPORT_FILES = ("results.jsonl", "report.json", "junit.xml", "report.html")
 RUNS_FOLDER = "runs"
+# Held locked for a session, and left in the folder: it marks the folder as lifeguard's (claim_report_folder).
 LOCK_FILE = ".lifeguard.lock"
 
 
@@ -145,7 +145,7 @@ class ReportDirSink:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        writable_folder(directory)
+        claim_report_folder(directory)
         try:
             self._lock = open(directory / LOCK_FILE, "a")  # noqa: SIM115 (held until finish)
         except OSError as exc:
@@ -159,7 +159,8 @@ class ReportDirSink:
         try:
             for name in REPORT_FILES:
                 (directory / name).unlink(missing_ok=True)
-            shutil.rmtree(directory / RUNS_FOLDER, ignore_errors=True)
+            if not (directory / RUNS_FOLDER).is_symlink():  # refused by the claim; never emptied through
+                shutil.rmtree(directory / RUNS_FOLDER, ignore_errors=True)
             self.jsonl = JsonlSink(directory / "results.jsonl")
         except OSError as exc:
             self._lock.close()
@@ -182,20 +183,40 @@ class ReportDirSink:
             self._lock.close()  # releases the flock
 
 
-def writable_folder(directory: Path) -> None:
-    """Make ``directory`` (a report folder) or refuse it in one line: a file, a read-only or foreign one."""
+def claim_report_folder(directory: Path, option: str = "--report") -> None:
+    """Make ``directory`` a report folder of lifeguard's, or refuse it in one line (ReportDirError).
+
+    A session empties what an earlier one left in its folder (its reports, its runs/), so it writes only into a
+    folder that is new, empty, or already marked as lifeguard's (LOCK_FILE, which this leaves there): a folder
+    holding anything else is the user's, and nothing in it is emptied or replaced. Refused too: an empty path,
+    a file, a folder this user cannot write, a runs/ that is a symbolic link (emptied, it would empty what it
+    points to)."""
+    if not str(directory) or str(directory).isspace():
+        raise ReportDirError(f"{option} '{directory}': an empty path; name a folder")
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=directory, prefix=".lifeguard-write-test-")  # noqa: SIM115
-        probe.close()  # removes it
+        marker = directory / LOCK_FILE
+        if not marker.is_symlink() and not marker.exists():
+            others = sorted(entry.name for entry in os.scandir(directory))
+            if others:
+                shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+                raise ReportDirError(f"{option} {directory}: holds files lifeguard did not write ({shown}); "
+                                     "choose a new or empty folder, or one an earlier lifeguard session wrote")
+        if (directory / RUNS_FOLDER).is_symlink():
+            raise ReportDirError(f"{option} {directory}: its {RUNS_FOLDER}/ is a symbolic link, which a session "
+                                 "would empty; remove the link or choose another folder")
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
     except OSError as exc:
-        raise ReportDirError(_cannot_write(directory, exc)) from None
+        if exc.errno == errno.ELOOP:
+            raise ReportDirError(f"{option} {directory}: its {LOCK_FILE} is a symbolic link; remove it or choose "
+                                 "another folder") from None
+        raise ReportDirError(_cannot_write(directory, exc, option)) from None
 
 
-def _cannot_write(directory: Path, exc: OSError) -> str:
+def _cannot_write(directory: Path, exc: OSError, option: str = "--report") -> str:
     if isinstance(exc, (FileExistsError, NotADirectoryError)):
-        return f"--report {directory}: not a folder (it, or a folder on its path, is a file); choose a folder"
-    return (f"--report {directory}: cannot write there ({exc.strerror or exc}); "
+        return f"{option} {directory}: not a folder (it, or a folder on its path, is a file); choose a folder"
+    return (f"{option} {directory}: cannot write there ({exc.strerror or exc}); "
             "choose a folder this user can write")
 
 

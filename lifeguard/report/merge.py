@@ -10,6 +10,7 @@ a failed run's evidence folder is copied under OUT/runs/ and its paths follow it
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -40,28 +41,75 @@ class Shard:
                 python.get("version"), self.head.get("base_seed"), self.count)
 
     def runs(self) -> Iterator[RunResult]:
-        with open(self.folder / "results.jsonl", encoding="utf-8") as lines:
-            for line in lines:
-                if line.strip():
+        """Each run of results.jsonl; a line that is not a run (cut, mistyped, appended by another program) is a
+        MergeError naming the file and line: a merged verdict must rest on every run of every shard."""
+        path = self.folder / "results.jsonl"
+        with open(path, encoding="utf-8", errors="replace") as lines:
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
                     yield RunResult.from_dict(json.loads(line))
+                except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+                    raise MergeError(f"{path}:{number}: not a run lifeguard wrote ({type(exc).__name__}: "
+                                     f"{str(exc)[:200]})") from None
+
+
+# Bounds on what a shard's report.json may say: a shard count or a run count beyond them is no real plan's.
+MAX_SHARDS = 10_000
+MAX_RUNS = 10**9
 
 
 def read_shard(folder: Path) -> Shard:
+    """A shard's report.json (regular files only: a symbolic link in a shard is not followed), checked."""
+    for name in ("report.json", "results.jsonl"):
+        if (folder / name).is_symlink():
+            raise MergeError(f"{folder}/{name} is a symbolic link: a shard's files are read only from the shard")
     try:
         with open(folder / "report.json", encoding="utf-8") as f:
             head = json.load(f)
     except FileNotFoundError:
         raise MergeError(f"{folder}: no report.json (not the --report folder of a finished lifeguard run)") from None
-    except (OSError, ValueError) as exc:
-        raise MergeError(f"{folder}/report.json cannot be read: {exc}") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise MergeError(f"{folder}/report.json cannot be read: {str(exc)[:200]}") from None
+    if not isinstance(head, dict):
+        raise MergeError(f"{folder}/report.json is not a report lifeguard wrote (not an object)")
     head.pop("runs", None)
+    _check_head(folder, head)
     shard = str(head.get("shard") or "")
     number, _, count = shard.partition("/")
     if not (number.isdigit() and count.isdigit()):
         raise MergeError(f"{folder}: not a shard (its session ran the whole plan: no --shard K/N)")
+    if not (len(count) <= 6 and 1 <= int(number) <= int(count) <= MAX_SHARDS):
+        raise MergeError(f"{folder}: shard {shard[:40]!r} is not K/N with 1 <= K <= N <= {MAX_SHARDS}")
     if not (folder / "results.jsonl").is_file():
         raise MergeError(f"{folder}: no results.jsonl")
     return Shard(folder, head, int(number), int(count))
+
+
+def _check_head(folder: Path, head: dict[str, Any]) -> None:
+    """Every field the merge reads has the type lifeguard writes, else a MergeError naming it."""
+    def wrong(field: str, what: str) -> MergeError:
+        return MergeError(f"{folder}/report.json: {field} is not {what}")
+
+    for field in ("started", "duration"):
+        value = head.get(field) or 0
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 1e12:
+            raise wrong(field, "a number of seconds")
+    if not isinstance(head.get("base_seed") or 0, int):
+        raise wrong("base_seed", "a whole number")
+    if not isinstance(head.get("python") or {}, dict):
+        raise wrong("python", "an object")
+    summaries = head.get("summaries") or []
+    if not isinstance(summaries, list):
+        raise wrong("summaries", "a list")
+    for summary in summaries:
+        if not (isinstance(summary, dict) and all(isinstance(summary.get(key), str)
+                                                  for key in ("scenario", "variant", "expected"))):
+            raise wrong("a summary", "an object with scenario, variant and expected")
+        runs = summary.get("runs") or 0
+        if not isinstance(runs, int) or not 0 <= runs <= MAX_RUNS:
+            raise wrong(f"the runs of {summary['scenario'][:80]!r}", f"a count up to {MAX_RUNS}")
 
 
 def check_shards(shards: Sequence[Shard]) -> None:
@@ -109,15 +157,37 @@ def _interpreter(head: dict[str, Any]) -> Interpreter:
                        include="", ext_suffix="", soabi=str(python.get("soabi", "")), libdir="", ldlibrary="")
 
 
-def _moved(result: RunResult, runs_dir: Path) -> RunResult:
-    """A failed run with its evidence folder copied under the merged report's runs folder."""
-    source = Path(result.run_dir)
-    if not source.is_dir():
+def _moved(result: RunResult, shard: Path, runs_dir: Path) -> RunResult:
+    """A failed run with its evidence folder copied under the merged report's runs folder; of it only regular
+    files and folders (a symbolic link is not followed: what it points to is not the shard's)."""
+    source = _run_folder(result.run_dir, shard)
+    if source is None:
         return result
     target = runs_dir / source.name  # unique: the shards' run indices never overlap
-    shutil.copytree(source, target, dirs_exist_ok=True)
-    evidence = {name: path.replace(str(source), str(target), 1) for name, path in result.evidence.items()}
+    shutil.copytree(source, target, symlinks=False, dirs_exist_ok=True, ignore=_links)
+    evidence = {name: path.replace(result.run_dir, str(target), 1) for name, path in result.evidence.items()}
     return replace(result, run_dir=str(target), evidence=evidence)
+
+
+def _run_folder(run_dir: str, shard: Path) -> Path | None:
+    """A run's folder inside its shard's, where the run left it or, for a shard moved since (a CI artifact
+    downloaded elsewhere), at the same place under the shard's runs/; None for any other path (a results.jsonl
+    may name any), one through a symbolic link or "..", or one that is not there."""
+    named = Path(run_dir)
+    if not named.is_absolute() or ".." in named.parts:
+        return None
+    if not named.is_relative_to(shard):
+        above = [index for index, part in enumerate(named.parts[:-1]) if part == "runs"]
+        if not above:
+            return None
+        named = shard.joinpath(*named.parts[above[-1]:])
+    if not named.is_dir() or named.resolve() != named:
+        return None  # gone, or reached through a symbolic link
+    return named
+
+
+def _links(folder: str, names: list[str]) -> list[str]:
+    return [name for name in names if os.path.islink(os.path.join(folder, name))]
 
 
 def merge_shards(folders: Sequence[Path], out: Path, *, color: str = "auto") -> Session:
@@ -149,7 +219,7 @@ def merge_shards(folders: Sequence[Path], out: Path, *, color: str = "auto") -> 
             if tally is None:
                 raise MergeError(f"{shard.folder}: run {result} is of no series of the plan")
             if tally.is_evidence(result):
-                result = _moved(result, runs_dir)
+                result = _moved(result, shard.folder, runs_dir)
             count_run(session, tally, result, sinks)
     session.duration = max(float(shard.head.get("duration") or 0) for shard in shards)  # the shards ran side by side
     session.summaries = [tally.summary() for tally in tallies.values()]

@@ -15,7 +15,7 @@ from lifeguard.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNEX
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.survey import Package
-from lifeguard.report.files import writable_folder
+from lifeguard.report.files import claim_report_folder
 from lifeguard.report.survey import Survey, needs_a_look, write_survey_json, write_survey_page
 from lifeguard.session.setup import SessionSetup, run_session
 from lifeguard.survey.hooking import entry_point_hooks, hook_for, read_hooks_file
@@ -68,7 +68,7 @@ def run_survey(request: SurveyRequest) -> SurveyRun:
     declared, problems = entry_point_hooks(inventory.hooks)
     packages = survey_packages(inventory.distributions, user, declared, bool(request.names), problems)
     report = (request.report or Path(tempfile.mkdtemp(prefix="lifeguard-survey-"))).resolve()
-    writable_folder(report)
+    claim_report_folder(report)
     scenarios, meaning = survey_scenarios([p for p in packages if p.targets], request.probes, report / "probes",
                                           request.timeout, repeat=request.repeat)
     if not scenarios:

@@ -106,6 +106,91 @@ def test_folders_of_another_plan_are_refused(shards: tuple[Path, list[Path], Pat
     assert not_a_shard.returncode == 2 and "not a shard" in not_a_shard.stderr
 
 
+def _moved_shards(reports: list[Path], into: Path) -> list[Path]:
+    """The shards copied elsewhere, as CI artifacts downloaded to another machine are."""
+    import shutil
+
+    return [Path(shutil.copytree(report, into / report.name, symlinks=True)) for report in reports]
+
+
+def _crashed_lines(shard: Path) -> list[tuple[int, dict]]:
+    import json
+
+    lines = [json.loads(line) for line in (shard / "results.jsonl").read_text().splitlines()]
+    return [(number, run) for number, run in enumerate(lines) if run["outcome"] == "crashed"]
+
+
+def _rewrite(shard: Path, number: int, run: dict) -> None:
+    import json
+
+    lines = (shard / "results.jsonl").read_text().splitlines()
+    lines[number] = json.dumps(run)
+    (shard / "results.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_a_merge_copies_only_the_shards_own_run_folders(shards: tuple[Path, list[Path], Path],
+                                                         tmp_path: Path) -> None:
+    """A moved shard's evidence is found under its runs/; a run folder a results.jsonl points elsewhere is not
+    copied, nor is what a symbolic link in a run folder points to."""
+    _, reports, _ = shards
+    moved = _moved_shards(reports, tmp_path / "artifacts")
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "key.txt").write_text("the secret")
+    with_crash = [shard for shard in moved if _crashed_lines(shard)]
+    assert len(with_crash) >= 2
+    number, run = _crashed_lines(with_crash[0])[0]
+    _rewrite(with_crash[0], number, {**run, "run_dir": str(secret)})  # a folder outside every shard
+    number, run = _crashed_lines(with_crash[1])[0]
+    original = next(report for report in reports if report.name == with_crash[1].name)
+    linked = with_crash[1] / Path(run["run_dir"]).relative_to(original.resolve())
+    assert linked.is_dir()
+    (linked / "leak.txt").symlink_to(secret / "key.txt")
+    merged_dir = tmp_path / "merged"
+    proc = run_cli("merge", *map(str, moved), "--report", str(merged_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    copied = [path for path in (merged_dir / "runs").rglob("*")]
+    assert copied and not any(path.name in ("key.txt", "leak.txt") for path in copied), copied
+    assert "the secret" not in "".join(p.read_text(errors="replace") for p in copied if p.is_file())
+    crashed = [r for r in load_report(merged_dir)["runs"] if r["outcome"] == "crashed"]
+    found = [r for r in crashed if Path(r["run_dir"]).parent == merged_dir.resolve() / "runs"]
+    assert len(found) == len(crashed) - 1  # all but the one pointed outside, found in their moved shards
+    assert all((Path(r["run_dir"]) / "stderr.txt").exists() for r in found)
+
+
+@pytest.mark.parametrize("line", ['{"scenario": "quiet", "variant"', '{"scenario": 5}', "[" * 100_000 + "]" * 100_000,
+                                  '"a run"'], ids=["cut", "mistyped", "nested", "not-an-object"])
+def test_a_shard_line_that_is_not_a_run_is_named(shards: tuple[Path, list[Path], Path], tmp_path: Path,
+                                                 line: str) -> None:
+    _, reports, _ = shards
+    moved = _moved_shards(reports, tmp_path / "artifacts")
+    with open(moved[1] / "results.jsonl", "a") as results:
+        results.write(line + "\n")
+    count = len((moved[1] / "results.jsonl").read_text().splitlines())
+    proc = run_cli("merge", *map(str, moved), "--report", str(tmp_path / "merged"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"results.jsonl:{count}: not a run lifeguard wrote" in proc.stderr
+
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("shard", "1/99999999999", "is not K/N with 1 <= K <= N"), ("started", "soon", "started is not a number"),
+    ("summaries", {"a": 1}, "summaries is not a list"), ("summaries", [{"scenario": 1}], "a summary is not"),
+])
+def test_a_shard_head_of_the_wrong_shape_is_named(shards: tuple[Path, list[Path], Path], tmp_path: Path,
+                                                  field: str, value: object, said: str) -> None:
+    import json
+
+    _, reports, _ = shards
+    moved = _moved_shards(reports, tmp_path / "artifacts")
+    head = json.loads((moved[0] / "report.json").read_text())
+    head[field] = value
+    (moved[0] / "report.json").write_text(json.dumps(head))
+    proc = run_cli("merge", *map(str, moved), "--report", str(tmp_path / "merged"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and said in proc.stderr, proc.stderr
+
+
 CAMPAIGN = """
 import os
 import signal
