@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -11,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from lifeguard.cache import prune_sessions, session_folder
 from lifeguard.errors import DiskFullError, LifeguardError
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome
@@ -117,7 +117,7 @@ class Engine:
         temporary = self.runs_dir is None
         head = headstart.pending()  # a command started ahead of lifeguard's imports: its folder is the session's
         runs_dir = self.runs_dir or (Path(head.runs_dir) if head is not None else None) \
-            or Path(tempfile.mkdtemp(prefix="lifeguard-runs-"))
+            or Path(session_folder())
         session.runs_dir = runs_dir
         if self.cluster is not None:
             self.cluster.prepare(runs_dir)
@@ -146,6 +146,8 @@ class Engine:
                     sink.finish(session)
                 if temporary and not any(tally.stats.failures for tally in tallies.values()):
                     shutil.rmtree(runs_dir, ignore_errors=True)
+                if temporary:
+                    prune_sessions()  # the user's older sessions' evidence, past the last few
         return session
 
     def _one(self, spec: RunSpec, servers: LazyServers, began: float) -> RunResult | None:

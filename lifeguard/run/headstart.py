@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 
+from lifeguard.cache import session_folder
 from lifeguard.child import event_marker, protocol
 from lifeguard.model.seeds import run_seed
 from lifeguard.run import childpath
@@ -64,7 +65,7 @@ def begin(argv: list[str]) -> HeadStart | None:
         return None
     head: HeadStart | None = None
     try:
-        head = HeadStart(command, name, _runs_folder(), os.urandom(16).hex(), int.from_bytes(os.urandom(4), "little"))
+        head = HeadStart(command, name, session_folder(), os.urandom(16).hex(), int.from_bytes(os.urandom(4), "little"))
         open_files(head)
         head.env = _environment(head)
         spawn(head)
@@ -181,25 +182,6 @@ def _command_of(argv: list[str]) -> list[str] | None:
         else:
             return None
     return None
-
-
-def _runs_folder() -> str:
-    """A new private folder for the session's runs, where tempfile.mkdtemp would make it (without importing
-    tempfile and what it imports)."""
-    base = ""
-    for name in ("TMPDIR", "TEMP", "TMP"):
-        base = os.environ.get(name, "")
-        if base:
-            break
-    base = base or "/tmp"
-    for _ in range(100):
-        path = os.path.join(os.path.abspath(base), f"lifeguard-runs-{os.urandom(6).hex()}")
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            continue
-        return path
-    raise FileExistsError(base)
 
 
 def _environment(head: HeadStart) -> dict[str, str]:

@@ -1,9 +1,11 @@
 """A report folder is lifeguard's before anything in it is emptied: new, empty, or written by an earlier
 session (its lock file marks it). A folder of the user's, an empty path or a symbolic-link runs/ is refused in
-one line (exit 2, or pytest's usage error), and nothing in it is touched. Real CLI and pytest sessions."""
+one line (exit 2, or pytest's usage error), and nothing in it is touched. Without a report folder, a session's
+evidence goes to a numbered folder of the user's and only the last few are kept. Real CLI and pytest sessions."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -85,3 +87,19 @@ def test_the_plugin_refuses_a_folder_of_the_users(tmp_path: Path) -> None:
     assert proc.returncode == 4, proc.stdout + proc.stderr  # pytest's usage error
     assert f"lifeguard: --lifeguard-report {project}: holds files lifeguard did not write (runs)" in proc.stderr
     assert weights.exists() and sorted(p.name for p in project.iterdir()) == ["runs"]
+
+
+def test_sessions_without_a_report_keep_only_the_last_three_folders(tmp_path: Path) -> None:
+    env = {"TMPDIR": str(tmp_path)}
+    evidence = []
+    for _ in range(5):
+        proc = run_cli("run", "--no-native", "-c", "import os; os._exit(1)", env=env, cwd=tmp_path)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        evidence.append(proc.stdout)
+    passing = run_cli("run", "--no-native", "-c", "pass", env=env, cwd=tmp_path)
+    assert passing.returncode == 0, passing.stdout + passing.stderr
+    base = tmp_path / f"lifeguard-{os.getuid()}"
+    # The passing session's own folder (session-6) went with its end: nothing in it to keep.
+    assert sorted(p.name for p in base.iterdir()) == ["session-3", "session-4", "session-5"]
+    assert str(base / "session-5") in evidence[-1]  # the folder the last failure's evidence was named in
+    assert (base / "session-5").is_dir() and not list(tmp_path.glob("lifeguard-runs-*"))
