@@ -670,6 +670,46 @@ def case_merge_malformed(tmp: Path) -> tuple[bool, str]:
     ok = cut.returncode == huge.returncode == 2 and "Traceback" not in cut.stderr + huge.stderr
     return ok, f"cut line: rc {cut.returncode}; huge shard count: rc {huge.returncode}"
 
+
+@case("inputs", "a FIFO target, /dev/zero")
+def case_not_regular(tmp: Path) -> tuple[bool, str]:
+    os.mkfifo(tmp / "pipe.py")
+    fifo = cli("run", "--no-native", str(tmp / "pipe.py"), timeout=60)
+    zero = cli("run", "--no-native", "/dev/zero", timeout=60)
+    return fifo.returncode == zero.returncode == 2, f"FIFO: rc {fifo.returncode}; /dev/zero: rc {zero.returncode}"
+
+
+@case("inputs", "a script name that is not UTF-8")
+def case_not_utf8(tmp: Path) -> tuple[bool, str]:
+    (tmp / os.fsdecode(b"s\xff.py")).write_text("import os\nos._exit(1)\n")
+    done = cli("run", "--no-native", "--report", str(tmp / "r"), os.fsdecode(b"s\xff.py"), cwd=tmp)
+    return done.returncode == 1 and "Traceback" not in done.stderr, f"rc {done.returncode}"
+
+
+@case("inputs", "20,000 arguments to a plain script")
+def case_many_arguments(tmp: Path) -> tuple[bool, str]:
+    (tmp / "count.py").write_text("import sys\nprint('got', len(sys.argv) - 1)\n")
+    done = cli("run", "--no-native", str(tmp / "count.py"), *(f"argument-{n}" for n in range(20_000)))
+    return done.returncode == 0 and "got 20000" in done.stdout, f"rc {done.returncode}"
+
+
+@case("inputs", "-j 10**20, --repeat of 400 digits, -k 5,000 deep, passed@exit")
+def case_bounds(tmp: Path) -> tuple[bool, str]:
+    tries = [("-j", "9" * 20), ("--repeat", "9" * 400), ("-k", "(" * 5000 + "a" + ")" * 5000),
+             ("--expect", "passed@exit"), ("--timeout", "1e300")]
+    codes = [cli("run", "--no-native", *args, "-c", "pass", timeout=60).returncode for args in tries]
+    return codes == [2] * len(tries), f"rc {codes}"
+
+
+@case("inputs", "timeout=10**400, repeat=10**20 in @scenario")
+def case_decorator_bounds(tmp: Path) -> tuple[bool, str]:
+    codes = []
+    for value in ("timeout=10**400", "repeat=10**20"):
+        (tmp / "big.py").write_text(f"import lifeguard\n\n@lifeguard.scenario({value})\ndef big():\n    pass\n")
+        done = cli("run", "--no-native", str(tmp / "big.py"), timeout=60)
+        codes.append(done.returncode if "Traceback" not in done.stderr else -1)
+    return codes == [2, 2], f"rc {codes}"
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-k", default="", help="only cases whose name contains this")

@@ -31,7 +31,7 @@ from lifeguard.child import protocol
 from lifeguard.model.run import RunKind, RunSpec
 from lifeguard.model.stacks import ProcessStacks
 from lifeguard.proc.procfs import ZOMBIE_STATES, process_state
-from lifeguard.run.launch import child_argv, child_env, child_spec
+from lifeguard.run.launch import child_argv, child_env, spec_env
 from lifeguard.run.supervise import NATIVE_BUDGET, CaptureHook, HangContext
 
 # Every back end tried on one process, together: the deadline of the whole ladder.
@@ -220,7 +220,7 @@ def replay_under_gdb(spec: RunSpec) -> tuple[list[ProcessStacks], list[str]]:
     replayed = replace(spec, run_dir=folder, cores=False)
     env = dict(os.environ)
     env.update(child_env(replayed, uuid.uuid4().hex, events_path=folder / protocol.EVENTS_FILE))
-    env[protocol.SPEC_ENV] = repr(child_spec(replayed))
+    env[protocol.SPEC_ENV] = spec_env(replayed)
     # gdb's "run" passes arguments through a shell: the bootstrap as a script file needs no quoting.
     process = replay_crash(child_argv(replayed, as_script=True), env=env, cwd=replayed.cwd,
                            stdout_path=folder / protocol.STDOUT_FILE, stderr_path=folder / protocol.STDERR_FILE,

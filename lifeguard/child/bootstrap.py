@@ -180,7 +180,11 @@ def main() -> None:
     """Entry point of a fresh child: the spec comes in the environment, as a Python
     literal written by the supervisor (cheaper to read than importing json)."""
     joined.wait_for_cgroup()
-    run(eval(os.environ.pop(protocol.SPEC_ENV), {"__builtins__": {}}, {}))
+    text = os.environ.pop(protocol.SPEC_ENV)
+    if text.startswith("@"):  # too long for the environment: in a file of the run's folder
+        with open(text[1:], encoding="utf-8") as spec_file:
+            text = spec_file.read()
+    run(eval(text, {"__builtins__": {}}, {}))
 
 
 PLAIN_KINDS = ("script", "code", "module")  # plain targets the bootstrap runs (a command is exec'd as is)

@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 
 # --- environment variables the supervisor sets for a child -----------------------------------------
 CHILD_ENV = "LIFEGUARD_CHILD"  # "1" inside a supervised child: @lifeguard.scenario does no bookkeeping there
-SPEC_ENV = "LIFEGUARD_SPEC"  # the run spec (ChildSpec) as a Python literal
+SPEC_ENV = "LIFEGUARD_SPEC"  # the run spec (ChildSpec) as a Python literal, or "@" and the file holding it:
+# the kernel takes no environment string over 128 KiB (a plain target's 20,000 arguments are in the spec).
+SPEC_INLINE_LIMIT = 32 * 1024
 EVENTS_FD_ENV = "LIFEGUARD_EVENTS_FD"  # the result channel: an inherited O_APPEND descriptor...
 # ...or a path, for a child started by a tool that passes no descriptors through (a replay under gdb).
 EVENTS_PATH_ENV = "LIFEGUARD_EVENTS_PATH"
@@ -149,6 +151,7 @@ CHILD_PACKAGE = "/lifeguard/child"  # the folder their files are in, as a frame'
 EVENTS_FILE = "events.txt"
 STDOUT_FILE = "stdout.txt"
 STDERR_FILE = "stderr.txt"
+SPEC_FILE = "spec.txt"  # a spec too long for SPEC_ENV
 BOOT_SCRIPT = "lifeguard_boot.py"  # the bootstrap as a script, for tools that run a file (gdb)
 SITE_HOOK_DIR = "attach"  # the folder put first on a plain run's PYTHONPATH...
 SITE_HOOK_FILE = "sitecustomize.py"  # ...holding only this, which attaches each Python process (child.attach)

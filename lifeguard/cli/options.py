@@ -11,7 +11,7 @@ from typing import Any, NoReturn, TypeVar
 
 from lifeguard.errors import ArgumentError, LifeguardError
 from lifeguard.model.outcomes import Expectation
-from lifeguard.model.validate import positive_count, positive_seconds, seed, shard
+from lifeguard.model.validate import jobs, positive_count, positive_seconds, seed, shard
 from lifeguard.plan.discover import PlainTarget
 from lifeguard.plan.perturbations import parse_perturbations
 
@@ -32,6 +32,7 @@ def _argparse_type(validator: Callable[[Any, str], T], name: str) -> Callable[[s
 
 
 positive_int = _argparse_type(positive_count, "positive_int")
+jobs_count = _argparse_type(jobs, "jobs_count")
 positive_float = _argparse_type(positive_seconds, "positive_float")
 seed_value = _argparse_type(seed, "seed_value")
 shard_value = _argparse_type(shard, "shard_value")
@@ -46,7 +47,7 @@ def folder_path(text: str) -> Path:
 
 def jobs_value(text: str) -> int:
     """``-j N`` or ``-j auto`` (the CPUs available)."""
-    return default_jobs() if text == "auto" else positive_int(text)
+    return default_jobs() if text == "auto" else jobs_count(text)
 
 
 def expectation_text(text: str) -> str:

@@ -80,6 +80,8 @@ class Expectation:
                 raise ValueError(f"unknown phase {phase_text!r} (choose from {choices})") from None
         if sometimes and outcome is Outcome.PASSED:
             raise ValueError("'sometimes:passed' means nothing; expect 'passed'")
+        if outcome is Outcome.PASSED and phase is not None:  # a pass is the whole life: it has no phase to end in
+            raise ValueError(f"'passed@{phase.value}' means nothing: a passed run has no phase; expect 'passed'")
         return cls(outcome, phase, sometimes)
 
     def matches(self, outcome: Outcome, phase: Phase | None) -> bool:

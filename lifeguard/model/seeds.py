@@ -16,7 +16,7 @@ def text_digest(text: str, length: int) -> str:
         from _sha2 import sha256  # Python 3.12 and later
     except ImportError:
         from _sha256 import sha256  # Python 3.10 and 3.11
-    return str(sha256(text.encode()).hexdigest()[:length])
+    return str(sha256(text.encode(errors="surrogatepass")).hexdigest()[:length])  # a file name's lone surrogates too
 
 
 def run_seed(base_seed: int, scenario: str, variant: str, index: int) -> int:
@@ -29,7 +29,7 @@ def run_seed(base_seed: int, scenario: str, variant: str, index: int) -> int:
         from _sha2 import sha512  # Python 3.12 and later
     except ImportError:
         from _sha512 import sha512  # Python 3.10 and 3.11
-    text = f"{base_seed}:{scenario}:{variant}:{index}".encode()
+    text = f"{base_seed}:{scenario}:{variant}:{index}".encode(errors="surrogatepass")  # a file name's too
     generator = _random.Random()
     generator.seed(int.from_bytes(text + sha512(text).digest(), "big"))
     return int(generator.getrandbits(32))

@@ -130,6 +130,15 @@ class PlainTarget:
         return command_scenario((self.value, *self.args), timeout, workdir)
 
 
+def _file_kind(path: Path) -> str:
+    import stat
+
+    mode = path.stat().st_mode
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a file")
+
+
 def is_plain_script(target: str) -> bool:
     """A target that is a Python file that declares no scenario and does not import lifeguard (read, not
     run): a plain script, which takes every word after it as its arguments. A file that imports lifeguard is
@@ -173,6 +182,9 @@ class _Target:
         file_part, _, name = target.partition("::")
         path = Path(file_part)
         if path.exists():
+            if not (path.is_file() or path.is_dir()):  # a FIFO would block the read, a device never end it
+                raise UsageError(f"{target}: not a regular file or a folder ({_file_kind(path)}); name a Python "
+                                 "file, a folder of scenario files or a bundled scenario")
             if path.is_file() and path.suffix != ".py":
                 raise UsageError(f"{target}: not a Python file (an executable runs as: lifeguard run -- {target})")
             if path.is_dir():
@@ -227,6 +239,7 @@ def discover(targets: list[str], *, code: str | None = None, timeout: float | No
 
 
 _TOKEN = re.compile(r"\s*(\(|\)|and\b|or\b|not\b|[^\s()]+)")
+K_NESTING = 100  # `not`s and parentheses inside each other: deeper is no expression anyone means
 
 
 def select(scenarios: list[Scenario], expr: str) -> list[Scenario]:
@@ -234,7 +247,8 @@ def select(scenarios: list[Scenario], expr: str) -> list[Scenario]:
     tokens = [t for t in _TOKEN.findall(expr) if t.strip()]
     if not tokens:
         raise UsageError("-k: empty expression")
-    pos = 0
+    shown = expr if len(expr) <= 80 else expr[:77] + "..."
+    pos = depth = 0
 
     def parse_or(name: str) -> bool:
         nonlocal pos
@@ -253,19 +267,22 @@ def select(scenarios: list[Scenario], expr: str) -> list[Scenario]:
         return value
 
     def parse_not(name: str) -> bool:
-        nonlocal pos
-        if pos < len(tokens) and tokens[pos] == "not":
+        nonlocal pos, depth
+        if pos < len(tokens) and tokens[pos] in ("not", "("):
+            depth += 1
+            if depth > K_NESTING:
+                raise UsageError(f"-k {shown!r}: nested more than {K_NESTING} deep")
+            opened = tokens[pos] == "("
             pos += 1
-            return not parse_not(name)
-        if pos < len(tokens) and tokens[pos] == "(":
-            pos += 1
-            value = parse_or(name)
-            if pos >= len(tokens) or tokens[pos] != ")":
-                raise UsageError(f"-k {expr!r}: missing ')'")
-            pos += 1
+            value = parse_or(name) if opened else not parse_not(name)
+            if opened:
+                if pos >= len(tokens) or tokens[pos] != ")":
+                    raise UsageError(f"-k {shown!r}: missing ')'")
+                pos += 1
+            depth -= 1
             return value
         if pos >= len(tokens) or tokens[pos] in ("and", "or", ")"):
-            raise UsageError(f"-k {expr!r}: expected a word at position {pos + 1}")
+            raise UsageError(f"-k {shown!r}: expected a word at position {pos + 1}")
         word = tokens[pos]
         pos += 1
         return word.lower() in name.lower()
@@ -277,5 +294,5 @@ def select(scenarios: list[Scenario], expr: str) -> list[Scenario]:
         if parse_or(haystack):
             kept.append(item)
         if pos != len(tokens):
-            raise UsageError(f"-k {expr!r}: unexpected {tokens[pos]!r}")
+            raise UsageError(f"-k {shown!r}: unexpected {tokens[pos]!r}")
     return kept

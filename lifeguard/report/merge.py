@@ -23,6 +23,8 @@ from lifeguard.interpreter import Interpreter
 from lifeguard.model.result import RunResult, Session
 from lifeguard.model.scenario import Scenario
 from lifeguard.model.tally import SeriesTally
+from lifeguard.model.validate import MAX_COUNT
+from lifeguard.model.validate import shard as shard_part
 from lifeguard.report.sinks import sinks_for
 from lifeguard.run.sink import count_run, series_finished
 
@@ -55,9 +57,7 @@ class Shard:
                                      f"{str(exc)[:200]})") from None
 
 
-# Bounds on what a shard's report.json may say: a shard count or a run count beyond them is no real plan's.
-MAX_SHARDS = 10_000
-MAX_RUNS = 10**9
+MAX_RUNS = MAX_COUNT  # a series' runs in a shard's report.json
 
 
 def read_shard(folder: Path) -> Shard:
@@ -76,15 +76,15 @@ def read_shard(folder: Path) -> Shard:
         raise MergeError(f"{folder}/report.json is not a report lifeguard wrote (not an object)")
     head.pop("runs", None)
     _check_head(folder, head)
-    shard = str(head.get("shard") or "")
-    number, _, count = shard.partition("/")
-    if not (number.isdigit() and count.isdigit()):
+    if not head.get("shard"):
         raise MergeError(f"{folder}: not a shard (its session ran the whole plan: no --shard K/N)")
-    if not (len(count) <= 6 and 1 <= int(number) <= int(count) <= MAX_SHARDS):
-        raise MergeError(f"{folder}: shard {shard[:40]!r} is not K/N with 1 <= K <= N <= {MAX_SHARDS}")
+    try:
+        number, count = shard_part(head["shard"], f"{folder}/report.json: shard")
+    except ValueError as exc:
+        raise MergeError(str(exc)) from None
     if not (folder / "results.jsonl").is_file():
         raise MergeError(f"{folder}: no results.jsonl")
-    return Shard(folder, head, int(number), int(count))
+    return Shard(folder, head, number, count)
 
 
 def _check_head(folder: Path, head: dict[str, Any]) -> None:

@@ -255,6 +255,17 @@ def empty_run_folder(folder: Path) -> bool:
     return True
 
 
+def spec_env(spec: RunSpec) -> str:
+    """The value of SPEC_ENV for ``spec``: the spec as a Python literal, or, past SPEC_INLINE_LIMIT, "@" and the
+    file of the run's folder it is written to (the kernel refuses an environment string over 128 KiB)."""
+    text = repr(child_spec(spec))
+    if len(text) <= protocol.SPEC_INLINE_LIMIT:
+        return text
+    path = spec.run_dir / protocol.SPEC_FILE
+    path.write_text(text, encoding="utf-8")  # repr escapes what UTF-8 cannot hold (a file name's surrogates)
+    return "@" + str(path)
+
+
 def child_spec(spec: RunSpec) -> protocol.ChildSpec:
     """What the child bootstrap needs to know (plain data: sent as a Python literal, or as JSON
     to the fork-server)."""

@@ -33,7 +33,7 @@ from lifeguard.proc.procfs import read_proc, signal_caught
 from lifeguard.run import headstart
 from lifeguard.run.classify import classify, lead_pid, phase_of, read_events
 from lifeguard.run.containment import containment, spawn, starts_python
-from lifeguard.run.launch import DUMP_SIGNAL, RunFiles, child_argv, child_env, child_spec, precompile_child_side
+from lifeguard.run.launch import DUMP_SIGNAL, RunFiles, child_argv, child_env, precompile_child_side, spec_env
 from lifeguard.run.live import LiveOutput
 from lifeguard.run.relay import Relays
 from lifeguard.run.stillness import Stillness
@@ -215,7 +215,7 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
     env = dict(os.environ)
     env.update(child_env(spec, run_id, events_fd=events_fd))
     if spec.kind is not RunKind.COMMAND:  # a command gets no bootstrap: its Python processes attach
-        env[SPEC_ENV] = repr(child_spec(spec))
+        env[SPEC_ENV] = spec_env(spec)
     membership = containment().for_run(run_id)
     env.update(membership.child_env())
     argv = child_argv(spec)

@@ -174,7 +174,8 @@ def test_a_shard_line_that_is_not_a_run_is_named(shards: tuple[Path, list[Path],
 
 
 @pytest.mark.parametrize(("field", "value", "said"), [
-    ("shard", "1/99999999999", "is not K/N with 1 <= K <= N"), ("started", "soon", "started is not a number"),
+    ("shard", "1/99999999999", "shard: '1/99999999999': N must be at most 10,000"),
+    ("started", "soon", "started is not a number"),
     ("summaries", {"a": 1}, "summaries is not a list"), ("summaries", [{"scenario": 1}], "a summary is not"),
 ])
 def test_a_shard_head_of_the_wrong_shape_is_named(shards: tuple[Path, list[Path], Path], tmp_path: Path,
