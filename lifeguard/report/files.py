@@ -69,6 +69,10 @@ class JsonlSink:
     def finish(self, session: Session) -> None:
         with self.lock:
             if self.fd >= 0:
+                # Each line went to its own offset: what another writer appended (a run's program can reach
+                # this file) was written over, or lies past the last line and goes now.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self.fd, self.size)
                 os.close(self.fd)
                 self.fd = -1
 

@@ -13,6 +13,7 @@ import io
 import json
 import os
 import subprocess
+import textwrap
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -355,3 +356,21 @@ def test_colliding_scenario_names_are_refused_naming_both(tmp_path: Path) -> Non
 def test_an_async_scenario_body_is_refused_at_its_definition(scenario_file: Callable[..., Path]) -> None:
     path = scenario_file("import lifeguard\n\n@lifeguard.scenario()\nasync def body():\n    raise SystemExit(3)\n")
     assert_one_line_error(run_cli("run", str(path)), f"{path}:3: scenario body body is an async def")
+
+
+def test_a_program_appending_to_results_jsonl_leaves_it_whole(tmp_path: Path) -> None:
+    """A run's program can reach the report folder: what it appends to results.jsonl (lines longer than
+    lifeguard's) is written over or cut off, and every line left is one of lifeguard's runs."""
+    report = tmp_path / "report"
+    path = tmp_path / "appends.py"
+    path.write_text(textwrap.dedent(f"""
+        import lifeguard
+
+        @lifeguard.scenario(repeat=5)
+        def appends():
+            with open({str(report / "results.jsonl")!r}, "a") as results:
+                results.write("junk that is no run " * 400 + "\\n")
+    """))
+    proc = run_cli("run", "--no-native", "--report", str(report), str(path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert_reports_whole(report, 5)
