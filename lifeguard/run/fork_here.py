@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
+import posix
 import signal
 import threading
 import time
@@ -68,7 +69,7 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
                 if sigchld_ignored:
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 started = time.monotonic()
-                pid = os.fork()
+                pid = posix.fork()  # the real one: a test's fixture may have patched os.fork
                 if pid == 0:
                     forked_test.become_run(str(join) if join is not None else "", fds, env, child, body,
                                            own_streams=own_streams,

@@ -75,6 +75,39 @@ def test_a_crash_at_exit_fails_the_test_only_under_lifeguard(plugin_env: pytest.
     assert properties(case)["findings"].startswith("static-destructor-after-finalize")
 
 
+PATCHED_FORK = """
+import os
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def no_forking(monkeypatch):
+    def refuse():
+        raise AssertionError("this code must not fork")
+
+    monkeypatch.setattr(os, "fork", refuse)
+
+
+def test_the_code_under_test_does_not_fork():
+    assert os.getpid() > 0
+
+
+def test_a_fork_is_refused():
+    with pytest.raises(AssertionError, match="must not fork"):
+        os.fork()
+"""
+
+
+def test_a_fixture_that_patches_os_fork_is_no_failure(plugin_env: pytest.Pytester) -> None:
+    """lifeguard forks each test through the real fork, not the name a fixture may have replaced."""
+    plugin_env.makepyfile(test_patched=PATCHED_FORK)
+    plain = plugin_env.runpytest_subprocess(timeout=INNER_SESSION_TIMEOUT)
+    plain.assert_outcomes(passed=2)
+    guarded = plugin_env.runpytest_subprocess("--lifeguard", timeout=INNER_SESSION_TIMEOUT)
+    guarded.assert_outcomes(passed=2)
+
+
 OPT_OUT = """
 import os
 
