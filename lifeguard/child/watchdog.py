@@ -34,13 +34,16 @@ def folder_members(folder: str) -> list[int]:
     for path, _, _ in os.walk(folder):
         try:
             with open(os.path.join(path, "cgroup.procs")) as f:
-                pids.extend(int(word) for word in f.read().split())
+                # 0: a member this PID namespace cannot see (never a pid to signal: kill(0) is our own group)
+                pids.extend(pid for word in f.read().split() if (pid := int(word)) > 1)
         except (OSError, ValueError):
             continue
     return pids
 
 
 def _kill(pid: int) -> None:
+    if pid <= 1:  # never our own group (0), init (1) or everything (-1)
+        return
     try:
         os.kill(pid, signal.SIGKILL)
     except OSError:

@@ -164,6 +164,36 @@ class CgroupFolder:
         return True
 
 
+def session_folder_name() -> str:
+    """A new session folder's name: ``lifeguard-PID-PIDNS-RANDOM``. The owner is this process, as its PID
+    namespace numbers it: another namespace's lifeguard, which cannot see that pid, must never read the
+    folder as stale (remove_stale)."""
+    return f"lifeguard-{os.getpid()}-{pid_namespace()}-{os.urandom(3).hex()}"
+
+
+def pid_namespace() -> str:
+    """This process's PID namespace, as the number of its /proc/self/ns/pid link ("0": unreadable)."""
+    try:
+        link = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:
+        return "0"
+    digits = link.partition("[")[2].rstrip("]")
+    return digits if digits.isdigit() else "0"
+
+
+def stale_owner(name: str) -> int | None:
+    """The owner's pid of a session folder named ``name`` whose owner is proven gone, else None: a folder of
+    this PID namespace whose owner's pid is no process here. One made in another namespace (or by anything
+    but lifeguard) proves nothing, and is never touched."""
+    parts = name.split("-")
+    if len(parts) != 4 or parts[0] != "lifeguard" or not parts[1].isdigit():
+        return None
+    owner = int(parts[1])
+    if parts[2] != pid_namespace() or parts[2] == "0" or owner <= 1 or os.path.exists(f"/proc/{owner}"):
+        return None
+    return owner
+
+
 def remove_stale(hierarchy: Hierarchy) -> None:
     """Remove the session folders of lifeguards that are gone (killed with their watchdog), killing what
     they left running: nobody else will."""
@@ -172,8 +202,7 @@ def remove_stale(hierarchy: Hierarchy) -> None:
     except OSError:
         return
     for name in names:
-        owner = name.split("-")[1] if name.startswith("lifeguard-") and name.count("-") == 2 else ""
-        if not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
+        if stale_owner(name) is None:
             continue
         folder = CgroupFolder(hierarchy, hierarchy.base / name)
         try:
@@ -203,6 +232,8 @@ def _write(path: Path, text: str) -> None:
 
 
 def _sigkill(pid: int) -> None:
+    if pid <= 1 or pid == os.getpid():  # 0 is how a pid of another namespace reads; 0, 1, -1 are never a run's
+        return
     try:
         os.kill(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -249,7 +249,7 @@ def session_folder() -> tuple[cgroups.CgroupFolder | None, str]:
     reasons = []
     for hierarchy in cgroups.find_hierarchies():
         cgroups.remove_stale(hierarchy)
-        path = hierarchy.base / f"lifeguard-{os.getpid()}-{os.urandom(3).hex()}"
+        path = hierarchy.base / cgroups.session_folder_name()
         try:
             return cgroups.CgroupFolder.create(hierarchy, path), ""
         except OSError as exc:

@@ -246,3 +246,83 @@ def test_a_run_found_ended_is_not_looked_at_again(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(membership, "all_processes", no_more_looks)
     assert run.members() == []
     run.close()
+
+
+def _gone_pid() -> int:
+    """A pid that was a process of ours a moment ago and is no process now (reaped)."""
+    child = subprocess.Popen(["true"])
+    child.wait(timeout=30)
+    return child.pid
+
+
+def _folder_with_a_sleeper(name: str) -> tuple[Path, subprocess.Popen[bytes]]:
+    [hierarchy] = [h for h in cgroups.find_hierarchies() if os.access(h.base, os.W_OK)][:1]
+    folder = hierarchy.base / name
+    folder.mkdir()
+    sleeper = subprocess.Popen(["sleep", "1000"])
+    (folder / "cgroup.procs").write_text(str(sleeper.pid))
+    return folder, sleeper
+
+
+@pytest.mark.parametrize("whose", ["gone-here", "another-namespace"])
+def test_a_session_folder_is_stale_only_when_its_owner_is_proven_gone(whose: str) -> None:
+    """A folder whose owner is a gone process of this PID namespace is killed and removed; one named by a
+    lifeguard of another namespace (which this one cannot see, so its pid looks gone) is left whole."""
+    if not _cgroups_writable():
+        pytest.skip("no writable cgroup hierarchy on this machine")
+    namespace = cgroups.pid_namespace() if whose == "gone-here" else "4026000001"
+    folder, sleeper = _folder_with_a_sleeper(f"lifeguard-{_gone_pid()}-{namespace}-abcdef")
+    try:
+        done = run_cli("run", "--no-native", "-c", "pass", env={"LIFEGUARD_MEMBERSHIP": "cgroup"})
+        assert done.returncode == 0, done.stdout + done.stderr
+        if whose == "gone-here":
+            sleeper.wait(timeout=30)  # killed by the sweep (reaped here: it is our child)
+            assert sleeper.returncode == -signal.SIGKILL and not folder.exists()
+        else:
+            assert sleeper.poll() is None and folder.is_dir()
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+            sleeper.wait(timeout=30)
+        if folder.exists():
+            for _ in range(100):
+                try:
+                    folder.rmdir()
+                    break
+                except OSError:
+                    import time
+
+                    time.sleep(0.01)
+
+
+def test_a_member_this_namespace_cannot_see_is_never_signalled(tmp_path: Path) -> None:
+    """cgroup.procs names a process of another PID namespace as 0; kill(0) would be our own group."""
+    from lifeguard.child.watchdog import folder_members
+
+    (tmp_path / "cgroup.procs").write_text("0\n0\n1\n4242\n")
+    assert folder_members(str(tmp_path)) == [4242]
+
+
+def test_a_lifeguard_in_another_pid_namespace_leaves_a_live_sessions_runs_alone(tmp_path: Path) -> None:
+    """The hostile case itself: a lifeguard started in a new PID namespace (`unshare --pid`) cannot see the pid
+    of a lifeguard running outside it; it once swept that session's cgroup folder as stale and killed its run."""
+    import shutil
+
+    from tests.helpers import finish_cli, start_cli, wait_for
+
+    if not _cgroups_writable() or shutil.which("unshare") is None:
+        pytest.skip("needs a writable cgroup hierarchy and unshare(1)")
+    up, go = tmp_path / "up", tmp_path / "go"
+    waits = (f"import os, time\nopen({str(up)!r}, 'w').close()\ndeadline = time.monotonic() + 60\n"
+             f"while not os.path.exists({str(go)!r}) and time.monotonic() < deadline:\n    time.sleep(0.01)\n")
+    outside = start_cli("run", "--no-native", "--timeout", "120", "-c", waits, env={"LIFEGUARD_MEMBERSHIP": "cgroup"})
+    try:
+        wait_for(up.exists, "the outside run to start", 60)
+        inside = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "lifeguard",
+                                 "run", "--no-native", "-c", "pass"], capture_output=True, text=True, timeout=120,
+                                env=dict(os.environ, LIFEGUARD_MEMBERSHIP="cgroup"), check=False)
+        assert inside.returncode == 0, inside.stdout + inside.stderr
+    finally:
+        go.touch()
+        done = finish_cli(outside, 120)
+    assert done.returncode == 0, done.stdout + done.stderr  # its run was left to end on its own
