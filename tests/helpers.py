@@ -132,7 +132,7 @@ def processes_naming(text: str) -> list[int]:
 def run_pids(run: dict[str, Any]) -> set[int]:
     """Every pid a run's child reported on its result channel (main and forked)."""
     from lifeguard.child.protocol import EVENTS_FILE
-    from lifeguard.run.classify import read_events
+    from lifeguard.run.channel import read_events
 
     pids = {event.pid for event in read_events(Path(run["run_dir"]) / EVENTS_FILE)}
     pids.update(event["pid"] for event in run.get("events", []))

@@ -18,6 +18,7 @@ from lifeguard.diagnose.rules.fork_runtime import check as fork_runtime
 from lifeguard.diagnose.rules.generic import check as generic
 from lifeguard.diagnose.rules.gil_deadlock import check as gil_deadlock
 from lifeguard.diagnose.rules.gil_held_blocking import check as gil_held_blocking
+from lifeguard.diagnose.rules.out_of_memory import check as out_of_memory
 from lifeguard.diagnose.rules.refcount_underflow import check as refcount_underflow
 from lifeguard.diagnose.rules.static_destructor import check as static_destructor
 from lifeguard.diagnose.rules.stopped import check as stopped
@@ -33,7 +34,7 @@ Rule = Callable[[Evidence], list[Finding]]
 RULES: tuple[Rule, ...] = (
     static_destructor, daemon_thread, refcount_underflow, wrong_thread_destroy, thread_at_exit,
     fork_runtime, fork_deadlock, gil_deadlock, gil_held_blocking, exit_waits_for_thread, stopped, busy_loop,
-    wrong_thread_gc, unregistered_thread,
+    wrong_thread_gc, unregistered_thread, out_of_memory,
 )
 FALLBACK_RULES: tuple[Rule, ...] = (generic,)
 

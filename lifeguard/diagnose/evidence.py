@@ -44,12 +44,13 @@ class Evidence:
     python_stacks: dict[str, str]
     events: tuple[Event, ...]
     stderr_messages: tuple[StderrLine, ...] = ()  # library messages from the whole stderr
+    oom_kills: int = 0  # the kernel's out-of-memory kills while the run lived
 
     @classmethod
     def of(cls, result: RunResult) -> Evidence:
         return cls(result.outcome, result.phase, result.signal, result.signal_name, result.fatal_error,
                    result.stderr_tail, result.backtraces, dict(result.python_stacks), result.events,
-                   result.stderr_messages)
+                   result.stderr_messages, result.oom_kills)
 
     @property
     def failed(self) -> bool:

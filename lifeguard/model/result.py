@@ -224,6 +224,7 @@ class RunResult:
     finished_at: float = 0.0  # seconds since the session started
     replay: str = ""  # the command that reruns this run
     stderr_messages: tuple[StderrLine, ...] = ()  # library messages found in the whole stderr, in order
+    oom_kills: int = 0  # the kernel's out-of-memory kills while the run lived (its SIGKILL was one of them)
 
     def __post_init__(self) -> None:
         # Every way a result is made (classify, explain, dataclasses.replace) passes here: the bounds on what

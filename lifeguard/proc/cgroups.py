@@ -164,6 +164,33 @@ class CgroupFolder:
         return True
 
 
+def memory_limit() -> int | None:
+    """The tightest memory limit in bytes on this process's cgroup and its ancestors (cgroup v2 ``memory.max``,
+    v1 ``memory.limit_in_bytes``), which the processes lifeguard starts share; None: no limit or unreadable."""
+    own = _own_cgroups()
+    limits = []
+    for root, mount, fstype, options in _mounts():
+        if fstype == "cgroup2" and "" in own:
+            folder, name = _below(mount, root, own[""]), "memory.max"
+        elif fstype == "cgroup" and "memory" in options.split(","):
+            named = next((c for c in own if "memory" in c.split(",")), None)
+            if named is None:
+                continue
+            folder, name = _below(mount, root, own[named]), "memory.limit_in_bytes"
+        else:
+            continue
+        for level in (folder, *folder.parents):
+            if not str(level).startswith(mount):
+                break
+            try:
+                text = (level / name).read_text().strip()
+            except OSError:
+                continue
+            if text.isdigit() and int(text) < 2**60:  # v1 says "no limit" with a number near 2**63
+                limits.append(int(text))
+    return min(limits) if limits else None
+
+
 def session_folder_name() -> str:
     """A new session folder's name: ``lifeguard-PID-PIDNS-RANDOM``. The owner is this process, as its PID
     namespace numbers it: another namespace's lifeguard, which cannot see that pid, must never read the

@@ -189,6 +189,19 @@ def mapped_libpythons(pid: int) -> list[Path]:
     return sorted(Path(p) for p in paths if p.startswith("/") and LIBPYTHON.match(Path(p).name))
 
 
+def oom_kill_count() -> int | None:
+    """How many processes the kernel's out-of-memory killer has killed since boot (/proc/vmstat, Linux 4.13+;
+    None where it is not said). Read around a run: a SIGKILL nobody sent while it grew is the OOM killer's."""
+    try:
+        with open("/proc/vmstat", "rb") as f:
+            for line in f:
+                if line.startswith(b"oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 @functools.cache
 def libc() -> ctypes.CDLL:
     """The C library, loaded once (prctl for the subreaper and the parent-death signal)."""

@@ -29,9 +29,10 @@ from lifeguard.model.result import Leftover, RunResult
 from lifeguard.model.run import RunKind, RunSpec
 from lifeguard.proc.handles import ForkedChild, PopenHandle
 from lifeguard.proc.membership import RunMembership
-from lifeguard.proc.procfs import read_proc, signal_caught
+from lifeguard.proc.procfs import oom_kill_count, read_proc, signal_caught
 from lifeguard.run import headstart
-from lifeguard.run.classify import classify, lead_pid, phase_of, read_events
+from lifeguard.run.channel import read_events
+from lifeguard.run.classify import classify, lead_pid, phase_of
 from lifeguard.run.containment import containment, spawn, starts_python
 from lifeguard.run.launch import DUMP_SIGNAL, RunFiles, child_argv, child_env, precompile_child_side, spec_env
 from lifeguard.run.live import LiveOutput
@@ -297,6 +298,7 @@ def _supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fi
     phase_at_deadline: Phase | None = None
     ended_early: float | None = None
     interrupted = False
+    oom_before = oom_kill_count()
     try:
         if meanwhile is not None:
             meanwhile()
@@ -352,10 +354,12 @@ def _supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fi
             membership.close()
             relays.close()  # every writer is gone now: the output files are complete
     duration = time.monotonic() - started
+    oom_after = oom_kill_count()
     return classify(spec, files, handle.pid, None if hung else handle.returncode, duration, hung=hung,
                     status_lost=None if hung else handle.lost, hung_pids=hung_pids, python_stacks=python_stacks,
                     backtraces=backtraces, leftovers=leftovers, phase_at_deadline=phase_at_deadline,
-                    notes=tuple(notes), ended_early=ended_early, channel=channel)
+                    notes=tuple(notes), ended_early=ended_early, channel=channel,
+                    oom_kills=oom_after - oom_before if oom_before is not None and oom_after is not None else 0)
 
 
 def _leftovers(handle: ChildHandle, membership: RunMembership) -> list[int]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lifeguard.child import protocol
 from lifeguard.model.result import MESSAGE_CHARS, REASON_CHARS
-from lifeguard.run.classify import EVENT_LINE_BYTES
+from lifeguard.run.channel import EVENT_LINE_BYTES
 from tests.helpers import CLI_TIMEOUT, ROOT, Pace, load_report, real_python
 
 LINE_MIB = 300

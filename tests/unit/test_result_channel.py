@@ -18,14 +18,8 @@ from lifeguard.model.result import (
     Corruption,
     RunResult,
 )
-from lifeguard.run.classify import (
-    EVENT_LINE_BYTES,
-    EVENTS_BYTES,
-    MAX_EVENTS,
-    VITAL_TEXT_CHARS,
-    phase_of,
-    read_channel,
-)
+from lifeguard.run.channel import EVENT_LINE_BYTES, EVENTS_BYTES, MAX_EVENTS, VITAL_TEXT_CHARS, read_channel
+from lifeguard.run.classify import phase_of
 
 
 def line(kind: str, pid: int = 7, **fields: object) -> bytes:
