@@ -556,16 +556,13 @@ FORK_THREADS = """
 import os
 import threading
 
-fork = os.fork
 
-
-def counting_fork():
+def count_threads():  # at every fork of pytest's process, however it is called
     with open({counts!r}, "a") as f:
         f.write(f"{{threading.active_count()}}\\n")
-    return fork()
 
 
-os.fork = counting_fork
+os.register_at_fork(before=count_threads)
 """
 
 
