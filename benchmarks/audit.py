@@ -710,6 +710,31 @@ def case_decorator_bounds(tmp: Path) -> tuple[bool, str]:
         codes.append(done.returncode if "Traceback" not in done.stderr else -1)
     return codes == [2, 2], f"rc {codes}"
 
+
+def _cgroup_base() -> Path | None:
+    sys.path.insert(0, str(ROOT))
+    from lifeguard.proc import cgroups
+
+    return next((h.base for h in cgroups.find_hierarchies() if os.access(h.base, os.W_OK)), None)
+
+
+@case("escapes", "a daemon written into another cgroup's cgroup.procs")
+def case_moved_daemon(tmp: Path) -> tuple[bool, str]:
+    base = _cgroup_base()
+    if base is None:
+        return False, "no writable cgroup hierarchy"
+    pid_file = tmp / "daemon.pid"
+    program = (f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+               f"        open({str(base / 'cgroup.procs')!r}, 'w').write(str(os.getpid()))\n"
+               f"        open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n        time.sleep(1000)\n"
+               f"    os._exit(0)\nwhile not os.path.exists({str(pid_file)!r}):\n    time.sleep(0.01)\n"
+               f"time.sleep(0.1)\n")
+    done = cli("run", "--no-native", "-c", program, env={"LIFEGUARD_MEMBERSHIP": "cgroup"})
+    daemon = int(pid_file.read_text() or 0) if pid_file.exists() else 0
+    left = daemon > 0 and alive(daemon)
+    kill_all([daemon] if left else [])
+    return done.returncode == 1 and not left, f"rc {done.returncode}, daemon {'ALIVE' if left else 'killed'}"
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-k", default="", help="only cases whose name contains this")

@@ -133,7 +133,7 @@ class CgroupFolder:
             if not left:
                 return
             for pid in left:  # a member that was moved in after the kill
-                _sigkill(pid)
+                sigkill(pid)
             time.sleep(0.005)
 
     def _kill_in_rounds(self, pids: list[int]) -> None:
@@ -144,7 +144,7 @@ class CgroupFolder:
                 pass
         for _ in range(KILL_ROUNDS):
             for pid in pids:
-                _sigkill(pid)
+                sigkill(pid)
             pids = self.members()
             if not pids:
                 return
@@ -258,7 +258,7 @@ def _write(path: Path, text: str) -> None:
         f.write(text)
 
 
-def _sigkill(pid: int) -> None:
+def sigkill(pid: int) -> None:
     if pid <= 1 or pid == os.getpid():  # 0 is how a pid of another namespace reads; 0, 1, -1 are never a run's
         return
     try:

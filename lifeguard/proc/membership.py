@@ -25,7 +25,7 @@ from typing import Protocol
 
 from lifeguard.child.protocol import CGROUP_ENV
 from lifeguard.proc import cgroups
-from lifeguard.proc.procfs import ProcInfo, alive, all_processes, children_of, has_marker, read_proc
+from lifeguard.proc.procfs import ProcInfo, alive, all_processes, children_of, has_marker, read_proc, run_marker
 
 SUBREAPER = "subreaper"
 KILL_ROUNDS = 5
@@ -84,10 +84,19 @@ def _reap(pid: int) -> None:
 
 
 class CgroupMembership:
-    def __init__(self, folder: cgroups.CgroupFolder) -> None:
+    """A run in a cgroup folder of its own. A process of the run that a write to another cgroup's cgroup.procs
+    took out of the folder (root may do that) is still the run's while it carries the run's marker: found
+    among the supervisor's orphans and in the session's other run folders. One in this folder that carries
+    another run's marker is that run's (moved here to fail this one)."""
+
+    def __init__(self, folder: cgroups.CgroupFolder, run_id: str = "", session: cgroups.CgroupFolder | None = None,
+                 live_run: Callable[[str], CgroupMembership | None] = lambda run_id: None) -> None:
         self.folder = folder
         self.mechanism = folder.hierarchy.name
         self.root = 0
+        self.run_id = run_id
+        self.session = session
+        self.live_run = live_run  # the live run of this session with that id, if any
 
     def join_file(self) -> Path | None:
         return self.folder.procs_file
@@ -113,19 +122,45 @@ class CgroupMembership:
                 stack.append(kid)
 
     def members(self) -> list[int]:
-        live = [p for p in self.folder.members() if alive(p)]
+        here = set(self.folder.members())
+        live = [p for p in here if alive(p) and (p == self.root or run_marker(p) in (None, self.run_id))]
+        if not (self.root and alive(self.root)):  # the end-of-run look (not every wake of the wait loop)
+            live += self._moved_out(here)
         return sorted(live, key=lambda p: (p != self.root, p))
+
+    def _moved_out(self, here: set[int]) -> list[int]:
+        """Live processes carrying this run's marker outside its folder: the supervisor's orphans, and members
+        of the session's other run folders."""
+        if not self.run_id:
+            return []
+        elsewhere = set(children_of(os.getpid())) | set(self.session.members() if self.session is not None else ())
+        return [p for p in sorted(elsewhere - here) if p > 1 and alive(p) and has_marker(p, self.run_id)]
+
+    def _return_strays(self) -> None:
+        """Processes of another live run moved into this folder go back to that run's folder, for its own end
+        to find (killing them here would hide them from it)."""
+        for pid in self.folder.members():
+            marker = run_marker(pid)
+            owner = self.live_run(marker) if marker not in (None, self.run_id) else None
+            if owner is not None:
+                try:
+                    owner.folder.adopt(pid)
+                except OSError:
+                    pass  # gone meanwhile, or that folder is: killed with this one
 
     def watch(self) -> None:
         for pid in _our_zombies():
-            if pid != self.root and cgroups.in_folder(pid, self.folder):
+            if pid != self.root and (cgroups.in_folder(pid, self.folder) or has_marker(pid, self.run_id)):
                 _reap(pid)
 
     def kill(self) -> None:
         self.folder.kill()
+        for pid in self._moved_out(set()):
+            cgroups.sigkill(pid)
 
     def close(self) -> None:
-        self.folder.kill()
+        self._return_strays()
+        self.kill()
         self.watch()
         if not self.folder.remove():  # a member still exiting: one more look, then leave it to the session
             self.watch()

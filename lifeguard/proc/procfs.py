@@ -130,6 +130,18 @@ def has_marker(pid: int, run_id: str) -> bool:
     return has_env_marker(pid, RUN_MARKER_ENV, run_id)
 
 
+def run_marker(pid: int) -> str | None:
+    """The run id in ``pid``'s environment as it started (None: no marker, or unreadable)."""
+    prefix = f"{RUN_MARKER_ENV}=".encode()
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            entries = f.read().split(b"\0")
+    except OSError:
+        return None
+    return next((entry[len(prefix):].decode(errors="replace") for entry in entries if entry.startswith(prefix)),
+                None)
+
+
 def signal_caught(pid: int, signum: int) -> bool:
     """Does process ``pid`` have a handler for ``signum``? (Signalling one that
     does not would kill it before its native stacks are captured.)"""

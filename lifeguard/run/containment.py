@@ -53,6 +53,7 @@ class Containment:
         self.watchdog = Watchdog(take_watchdog())  # the head start's, if a command started ahead of us
         self.spawned: set[int] = {self.watchdog.pid}  # children the supervisor started for itself
         self.live: set[SubreaperMembership] = set()
+        self.cgroup_runs: dict[str, CgroupMembership] = {}  # live runs in folders of their own, by run id
         if self.session is not None:
             self.watchdog.guard_folder(self.session.path)
 
@@ -68,7 +69,8 @@ class Containment:
                 self._count += 1
                 name = f"run-{self._count}"
             try:
-                return CgroupMembership(cgroups.CgroupFolder.create(self.session.hierarchy, self.session.path / name))
+                folder = cgroups.CgroupFolder.create(self.session.hierarchy, self.session.path / name)
+                return SessionCgroupRun(folder, run_id, self)
             except OSError:
                 pass  # the folder went away under us: still supervised, by ancestry
         return GuardedSubreaper(run_id, self)
@@ -97,6 +99,21 @@ class Containment:
             self.session.remove()
             self.watchdog.release_folder(self.session.path)
         self.watchdog.close(wait=reap)
+
+
+class SessionCgroupRun(CgroupMembership):
+    """A run in a cgroup folder of the session's, known to the session while it lives."""
+
+    def __init__(self, folder: cgroups.CgroupFolder, run_id: str, owner: Containment) -> None:
+        super().__init__(folder, run_id, owner.session, owner.cgroup_runs.get)
+        self.owner = owner
+        with owner._lock:
+            owner.cgroup_runs[run_id] = self
+
+    def close(self) -> None:
+        with self.owner._lock:
+            self.owner.cgroup_runs.pop(self.run_id, None)
+        super().close()
 
 
 class GuardedSubreaper(SubreaperMembership):

@@ -326,3 +326,107 @@ def test_a_lifeguard_in_another_pid_namespace_leaves_a_live_sessions_runs_alone(
         go.touch()
         done = finish_cli(outside, 120)
     assert done.returncode == 0, done.stdout + done.stderr  # its run was left to end on its own
+
+
+DAEMON = """
+import os, time
+
+
+def daemon_in(procs_file, pid_file):
+    # Double fork: the daemon's parent exits, so the daemon becomes the supervisor's orphan (its subreaper).
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            with open(procs_file, "w") as f:
+                f.write(str(os.getpid()))  # out of the run's cgroup (root may)
+            with open(pid_file + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename(pid_file + ".tmp", pid_file)
+            time.sleep(1000)
+        os._exit(0)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(pid_file) and time.monotonic() < deadline:
+        time.sleep(0.01)
+"""
+
+
+def test_a_daemon_moved_to_another_cgroup_is_still_the_runs(scenario_file, tmp_path: Path) -> None:
+    """A run (root) that writes its daemon's pid into another cgroup's cgroup.procs: the daemon carries the
+    run's marker and is the supervisor's orphan, so it is a leftover of that run and killed, not left running."""
+    if not _cgroups_writable():
+        pytest.skip("no writable cgroup hierarchy on this machine")
+    hierarchy = next(h for h in cgroups.find_hierarchies() if os.access(h.base, os.W_OK))
+    pid_file, report = tmp_path / "daemon.pid", tmp_path / "r"
+    path = scenario_file(DAEMON + f"""
+import lifeguard
+
+@lifeguard.scenario(timeout=60)
+def moves_its_daemon_out():
+    daemon_in({str(hierarchy.base / "cgroup.procs")!r}, {str(pid_file)!r})
+""")
+    daemon = None
+    try:
+        done = run_cli("run", str(path), "--report", str(report), "--no-native", env={"LIFEGUARD_MEMBERSHIP": "cgroup"})
+        daemon = int(pid_file.read_text()) if pid_file.exists() else None
+        assert daemon is not None, done.stdout + done.stderr
+        assert done.returncode == 1, done.stdout + done.stderr
+        [run] = load_report(report)["runs"]
+        assert daemon in [p["pid"] for p in run["leftover_processes"]], run["reason"]
+        assert not pid_alive(daemon)
+    finally:
+        if daemon and pid_alive(daemon):
+            os.kill(daemon, signal.SIGKILL)
+
+
+def test_a_daemon_moved_into_a_neighbour_run_fails_its_own_run_not_the_neighbour(scenario_file,
+                                                                                 tmp_path: Path) -> None:
+    if not _cgroups_writable():
+        pytest.skip("no writable cgroup hierarchy on this machine")
+    hierarchy = next(h for h in cgroups.find_hierarchies() if os.access(h.base, os.W_OK))
+    where, done_file, pid_file, report = (tmp_path / "neighbour", tmp_path / "done", tmp_path / "daemon.pid",
+                                          tmp_path / "r")
+    path = scenario_file(DAEMON + f"""
+import lifeguard
+
+BASE, VIEW = {str(hierarchy.base)!r}, {hierarchy.view!r}
+
+
+def own_folder():
+    for line in open("/proc/self/cgroup").read().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == {hierarchy.controllers!r}:
+            return os.path.join(BASE, os.path.relpath(path, VIEW))
+
+
+@lifeguard.scenario(timeout=60)
+def innocent():
+    with open({str(where)!r} + ".tmp", "w") as f:
+        f.write(own_folder())
+    os.rename({str(where)!r} + ".tmp", {str(where)!r})
+    deadline = time.monotonic() + 30
+    while not os.path.exists({str(done_file)!r}) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@lifeguard.scenario(timeout=60)
+def mover():
+    deadline = time.monotonic() + 30
+    while not os.path.exists({str(where)!r}) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    daemon_in(os.path.join(open({str(where)!r}).read(), "cgroup.procs"), {str(pid_file)!r})
+    open({str(done_file)!r}, "w").close()
+""")
+    daemon = None
+    try:
+        done = run_cli("run", str(path), "-j", "2", "--report", str(report), "--no-native",
+                       env={"LIFEGUARD_MEMBERSHIP": "cgroup"})
+        daemon = int(pid_file.read_text()) if pid_file.exists() else None
+        assert daemon is not None, done.stdout + done.stderr
+        outcomes = {run["scenario"]: run for run in load_report(report)["runs"]}
+        assert outcomes["innocent"]["outcome"] == "passed", outcomes["innocent"]["reason"]
+        assert outcomes["mover"]["outcome"] == "failed", outcomes["mover"]["reason"]
+        assert daemon in [p["pid"] for p in outcomes["mover"]["leftover_processes"]]
+        assert not pid_alive(daemon)
+    finally:
+        if daemon and pid_alive(daemon):
+            os.kill(daemon, signal.SIGKILL)
