@@ -735,6 +735,36 @@ def case_moved_daemon(tmp: Path) -> tuple[bool, str]:
     kill_all([daemon] if left else [])
     return done.returncode == 1 and not left, f"rc {done.returncode}, daemon {'ALIVE' if left else 'killed'}"
 
+
+@case("left behind", "a run kills the watchdog, then lifeguard is SIGKILLed")
+def case_watchdog_killed(tmp: Path) -> tuple[bool, str]:
+    ready = tmp / "ready"
+    program = (f"import os, signal, time\n"
+               f"for p in [p for p in os.listdir('/proc') if p.isdigit()]:\n"
+               f"    try:\n        argv = open(f'/proc/{{p}}/cmdline', 'rb').read()\n"
+               f"        ppid = int(open(f'/proc/{{p}}/stat').read().rpartition(')')[2].split()[1])\n"
+               f"    except (OSError, ValueError):\n        continue\n"
+               f"    if b'watchdog' in argv and ppid == os.getppid():\n        os.kill(int(p), signal.SIGKILL)\n"
+               f"if os.fork() == 0:\n    os.setsid()\n    open({str(ready)!r}, 'w').write(str(os.getpid()))\n"
+               f"    time.sleep(1000)\ntime.sleep(1000)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LIFEGUARD_MEMBERSHIP="cgroup")
+    supervisor = subprocess.Popen([sys.executable, "-m", "lifeguard", "run", "--no-native", "--timeout", "120", "-c",
+                                   program], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True)
+    grandchild = 0
+    try:
+        wait_for(lambda: ready.exists() and ready.read_text() != "", 60)
+        grandchild = int(ready.read_text())
+        time.sleep(1.0)  # the supervisor's next looks: a new watchdog, if it starts one
+        os.kill(supervisor.pid, signal.SIGKILL)
+        supervisor.wait(30)
+        gone = wait_for(lambda: not alive(grandchild), 5)
+    finally:
+        with contextlib.suppress(OSError):
+            os.killpg(supervisor.pid, signal.SIGKILL)
+        kill_all([grandchild] if grandchild else [])
+    return gone, f"grandchild {'killed' if gone else 'ALIVE'} after lifeguard's SIGKILL"
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-k", default="", help="only cases whose name contains this")

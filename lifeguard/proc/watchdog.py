@@ -19,10 +19,12 @@ from lifeguard.child import watchdog as child_watchdog
 from lifeguard.proc.handles import ForkedChild
 
 STOP_TIMEOUT = 5.0  # the watchdog's own exit after the pipe closes (nothing to kill by then)
+PIPE_ROOM = 60 * 1024  # written before the watchdog starts: less than a pipe holds (64 KiB), so it never blocks
 
 
 class StartedWatchdog:
-    """A watchdog started before this module was imported (lifeguard.run.headstart), as Popen offers it."""
+    """A started watchdog process: its pid and the write end of its pipe (as Popen offers them). The head start
+    (lifeguard.run.headstart) forks one before this module is imported; ``spawn`` starts one here."""
 
     def __init__(self, pid: int, pipe: int) -> None:
         self.pid = pid
@@ -44,21 +46,42 @@ class StartedWatchdog:
         except OSError:
             pass
 
+    def poll(self) -> int | None:
+        """Its exit code once it has exited (reaped here), else None."""
+        if self.returncode is None:
+            handle = ForkedChild(self.pid)
+            if handle.wait_step(0):
+                self.returncode = handle.returncode if handle.returncode is not None else 0
+        return self.returncode
+
 
 class Watchdog:
+    """The supervisor's handle on its watchdog. It keeps what it told the watchdog, so a watchdog that is gone
+    (a run of the same user may kill it) is replaced by a new one told the same (``revive``)."""
+
     def __init__(self, started: tuple[int, int] | None = None) -> None:
         """Start the watchdog, or keep the one ``started`` (its pid and the write end of its pipe)."""
         self._lock = threading.Lock()
-        self.proc: subprocess.Popen[bytes] | StartedWatchdog | None
-        if started is not None:
-            self.proc = StartedWatchdog(*started)
-        else:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(Path(child_watchdog.__file__)), protocol.RUN_ID_ENV],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True,  # the terminal's Ctrl-C reaches the supervisor, never the watchdog
-            )
+        self._folders: list[str] = []
+        self._runs: dict[int, str] = {}
+        self.proc: StartedWatchdog | None = StartedWatchdog(*started) if started is not None else spawn([])
         self.pid = self.proc.pid
+
+    def revive(self) -> int | None:
+        """If the watchdog has died (killed by a run), start another and tell it every folder and run still
+        registered; its pid then, else None."""
+        with self._lock:
+            if self.proc is None or self.proc.poll() is None:
+                return None
+            return self._replace()
+
+    def _replace(self) -> int:
+        """A new watchdog told what the last one knew (the lock held)."""
+        lines = [f"cgroup {folder}" for folder in self._folders]
+        lines += [child_watchdog.run_line(group, run_id) for group, run_id in self._runs.items()]
+        self.proc = spawn(lines)
+        self.pid = self.proc.pid
+        return self.pid
 
     def supervisor_fd(self) -> int | None:
         """The pipe's end that only the supervisor may hold: a process forked from the supervisor must close
@@ -73,19 +96,28 @@ class Watchdog:
             try:
                 self.proc.stdin.write(line.encode(errors="surrogateescape") + b"\n")
                 self.proc.stdin.flush()
-            except OSError:
-                pass  # the watchdog is gone: the runs still get killed by the supervisor itself
+            except OSError:  # the watchdog is gone (killed): a new one, told all that is registered
+                self.proc.poll()
+                self._replace()
 
     def guard_folder(self, folder: Path) -> None:
+        with self._lock:
+            self._folders.append(str(folder))
         self._tell(f"cgroup {folder}")
 
     def release_folder(self, folder: Path) -> None:
+        with self._lock:
+            self._folders = [f for f in self._folders if f != str(folder)]
         self._tell(f"released {folder}")
 
     def guard_run(self, group: int, run_id: str) -> None:
+        with self._lock:
+            self._runs[group] = run_id
         self._tell(child_watchdog.run_line(group, run_id))
 
     def release_run(self, group: int) -> None:
+        with self._lock:
+            self._runs.pop(group, None)
         self._tell(f"done {group}")
 
     def close(self, *, wait: bool = True) -> None:
@@ -106,3 +138,28 @@ class Watchdog:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=STOP_TIMEOUT)
+
+
+def spawn(lines: list[str]) -> StartedWatchdog:
+    """Start a watchdog whose pipe holds ``lines`` before it runs: a supervisor killed the moment after still
+    leaves it knowing them. In a session of its own (the terminal's Ctrl-C reaches the supervisor, never the
+    watchdog), its output to /dev/null."""
+    data = "".join(f"{line}\n" for line in lines).encode(errors="surrogateescape")
+    read_end, write_end = os.pipe()  # both close-on-exec: the watchdog gets the read end as its stdin only
+    try:
+        first = os.write(write_end, data[:PIPE_ROOM]) if data else 0
+        argv = [sys.executable, "-I", "-S", str(Path(child_watchdog.__file__)), protocol.RUN_ID_ENV]
+        pid = os.posix_spawn(sys.executable, argv, os.environ, setsid=True, file_actions=[
+            (os.POSIX_SPAWN_DUP2, read_end, 0),
+            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)])
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    started = StartedWatchdog(pid, write_end)
+    if first < len(data) and started.stdin is not None:  # more than the pipe holds: the watchdog reads it now
+        started.stdin.write(data[first:])
+        started.stdin.flush()
+    return started

@@ -75,6 +75,13 @@ class Containment:
                 pass  # the folder went away under us: still supervised, by ancestry
         return GuardedSubreaper(run_id, self)
 
+    def revive_watchdog(self) -> None:
+        """A watchdog a run killed is replaced at once: the session must never be without one."""
+        pid = self.watchdog.revive()
+        if pid is not None:
+            with self._lock:
+                self.spawned.add(pid)
+
     def track(self, run: SubreaperMembership, live: bool) -> None:
         """``run`` (tracked by ancestry) started or ended."""
         with self._lock:

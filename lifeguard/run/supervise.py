@@ -117,6 +117,7 @@ def _wait_exit(handle: ChildHandle, membership: RunMembership, deadline: float,
         if handle.wait_step(min(remaining, POLL_INTERVAL)):
             return True
         membership.watch()
+        containment().revive_watchdog()
         if stillness is not None and stillness.hung(membership.members()):
             return handle.wait_step(0)
 

@@ -102,6 +102,58 @@ def test_sigkill_of_lifeguard_leaves_no_run_behind(scenario_file, tmp_path: Path
         _cleanup(supervisor, pids)
 
 
+def _watchdogs(supervisor: int) -> list[int]:
+    found = []
+    for pid in children_of(supervisor):
+        try:
+            if b"watchdog" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("membership", ["cgroup", "subreaper"])
+def test_a_run_that_kills_the_watchdog_still_dies_with_lifeguard(tmp_path: Path, pace: Pace,
+                                                                membership: str) -> None:
+    """A run may kill the watchdog (same user); the supervisor starts another, told everything registered,
+    so a SIGKILL of the supervisor afterwards still takes the run's tree with it."""
+    ready, killed = tmp_path / "ready", tmp_path / "killed"
+    program = f"""
+import os, signal, time
+for pid in map(int, [p for p in os.listdir("/proc") if p.isdigit()]):
+    try:
+        argv = open(f"/proc/{{pid}}/cmdline", "rb").read()
+        parent = int(open(f"/proc/{{pid}}/stat").read().rpartition(")")[2].split()[1])
+    except (OSError, ValueError):
+        continue
+    if b"watchdog" in argv and parent == os.getppid():
+        os.kill(pid, signal.SIGKILL)
+        open({str(killed)!r}, "a").write(f"{{pid}}\\n")
+if os.fork() == 0:
+    os.setsid()
+    open({str(ready)!r} + ".tmp", "w").write(str(os.getpid()))
+    os.rename({str(ready)!r} + ".tmp", {str(ready)!r})
+    time.sleep(1000)
+time.sleep(1000)
+"""
+    supervisor = start_cli("run", "--no-native", "--timeout", str(pace.deadline(120)), "-c", program,
+                           env={"LIFEGUARD_MEMBERSHIP": membership})
+    pids: list[int] = []
+    try:
+        wait_for(ready.exists, "the run's grandchild", pace.deadline(30))
+        pids = [int(ready.read_text())]
+        gone = {int(line) for line in killed.read_text().split()}
+        assert gone, "the run found no watchdog to kill"
+        wait_for(lambda: len(live := _watchdogs(supervisor.pid)) == 1 and not gone & set(live), "a new watchdog",
+                 pace.deadline(10))
+        os.kill(supervisor.pid, signal.SIGKILL)
+        supervisor.communicate(timeout=10)
+        wait_for(lambda: not pid_alive(pids[0]), "the grandchild to die with lifeguard", pace.deadline(5))
+    finally:
+        _cleanup(supervisor, pids)
+
+
 DOUBLE_SIGNALS = [
     (signal.SIGTERM, signal.SIGTERM), (signal.SIGINT, signal.SIGTERM), (signal.SIGTERM, signal.SIGINT),
     (signal.SIGHUP, signal.SIGTERM), (signal.SIGINT, signal.SIGINT), (signal.SIGQUIT, signal.SIGINT),
