@@ -36,7 +36,7 @@ from lifeguard.model.scenario import DEFAULT_VARIANT, VARIANTS, Scenario, unique
 from lifeguard.plan.discover import PlainTarget, discover, is_plain_script, select
 from lifeguard.plan.perturbations import PERTURBATIONS
 from lifeguard.plan.scheduler import PlanOptions, build_all, series_of
-from lifeguard.report.terminal import COLOR_CHOICES, exited_on_its_own
+from lifeguard.report.terminal import COLOR_CHOICES, COLOR_HELP, exited_on_its_own
 from lifeguard.run import headstart
 from lifeguard.session.setup import SessionSetup, exit_code, run_session
 
@@ -99,7 +99,7 @@ class Run(Selecting):
         parser.add_argument("-q", "--quiet", action="store_true",
                             help="results only: no header, progress or live output of the program")
         parser.add_argument("--color", choices=COLOR_CHOICES, default="auto",
-                            help="colour the verdicts: auto (a terminal, unless NO_COLOR is set), yes, no")
+                            help=COLOR_HELP)
         parser.add_argument("-x", "--exitfirst", action="store_true",
                             help="stop at the first unexpected verdict (runs already under way finish)")
         parser.add_argument("--repeat", type=positive_int, metavar="N", help="runs per scenario x variant "
@@ -269,7 +269,7 @@ class Merge(Command):
         parser.add_argument("--report", type=folder_path, metavar="OUT", required=True,
                             help="the merged report folder (created; an earlier report in it is replaced)")
         parser.add_argument("--color", choices=COLOR_CHOICES, default="auto",
-                            help="colour the verdicts: auto (a terminal, unless NO_COLOR is set), yes, no")
+                            help=COLOR_HELP)
 
     def run(self, args: argparse.Namespace) -> int:
         from lifeguard.report.merge import merge_shards  # only for this command

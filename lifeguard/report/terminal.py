@@ -22,20 +22,26 @@ from lifeguard.report.text import evidence_text, summary_line
 PLAIN_PROGRESS_INTERVAL = 10.0  # seconds between progress lines when not on a terminal
 MAX_ERRORS_SHOWN = 10  # runs lifeguard itself failed, listed at the end one line each
 COLOR_CHOICES = ("auto", "yes", "no")
+COLOR_HELP = "colour the verdicts: auto (as pytest: PY_COLORS, NO_COLOR, FORCE_COLOR, else a terminal), yes, no"
 _GREEN, _RED, _YELLOW, _RESET = "\x1b[32m", "\x1b[31m", "\x1b[33m", "\x1b[0m"
 
 
 def use_color(choice: str, stream: TextIO | SafeOutput, environ: dict[str, str] | None = None) -> bool:
-    """``--color auto|yes|no``: auto is a terminal whose user did not set NO_COLOR (no-color.org) nor
-    TERM=dumb."""
+    """``--color auto|yes|no``. auto decides as pytest does: PY_COLORS=1/0 first, then a non-empty NO_COLOR
+    (no-color.org: an empty one does not count) turns colour off, a non-empty FORCE_COLOR on (a CI log that
+    renders colour), else a terminal that is not TERM=dumb."""
     import os
 
     env = os.environ if environ is None else environ
-    if choice == "yes":
-        return True
-    if choice == "no":
+    if choice in ("yes", "no"):
+        return choice == "yes"
+    if env.get("PY_COLORS") in ("0", "1"):
+        return env["PY_COLORS"] == "1"
+    if env.get("NO_COLOR"):
         return False
-    return stream.isatty() and "NO_COLOR" not in env and env.get("TERM") != "dumb"
+    if env.get("FORCE_COLOR"):
+        return True
+    return stream.isatty() and env.get("TERM") != "dumb"
 
 
 def plural(count: int, word: str = "run") -> str:

@@ -43,7 +43,7 @@ class SessionSetup:
     native: bool = True  # gdb on hangs, cores on crashes (when gdb is installed)
     quiet: bool = False  # results only: no header, progress, compile lines or live output
     live_prefix: bool = False  # several plain runs: each live line starts with its run's name
-    color: str = "auto"  # --color: auto (a terminal without NO_COLOR), yes, no
+    color: str = "auto"  # --color: auto (report.terminal.use_color), yes, no
     keep_all_runs: bool = False  # Session.results holds every run, not only the evidence (Engine)
     scheduler: str | None = None  # a Dask scheduler's address: the runs go to its workers (run.cluster)
 

@@ -1,4 +1,5 @@
-"""The terminal sink's choices: colour (--color, NO_COLOR, TERM=dumb), the unexpected count, "1 run"."""
+"""The terminal sink's choices: colour (--color, PY_COLORS, NO_COLOR, FORCE_COLOR, TERM=dumb), the unexpected
+count, "1 run"."""
 
 from __future__ import annotations
 
@@ -16,11 +17,20 @@ class Tty(io.StringIO):
 
 def test_colour_follows_the_flag_the_terminal_and_no_color() -> None:
     assert use_color("auto", Tty(), {"TERM": "xterm"}) is True
-    assert use_color("auto", Tty(), {"TERM": "xterm", "NO_COLOR": ""}) is False
+    assert use_color("auto", Tty(), {"TERM": "xterm", "NO_COLOR": ""}) is True  # an empty NO_COLOR does not count
+    assert use_color("auto", Tty(), {"TERM": "xterm", "NO_COLOR": "1"}) is False
     assert use_color("auto", Tty(), {"TERM": "dumb"}) is False
     assert use_color("auto", io.StringIO(), {}) is False  # a pipe or a CI log
     assert use_color("yes", io.StringIO(), {"NO_COLOR": "1"}) is True
     assert use_color("no", Tty(), {}) is False
+
+
+def test_colour_follows_the_environment_as_pytest_does() -> None:
+    assert use_color("auto", io.StringIO(), {"FORCE_COLOR": "1"}) is True  # a CI log that renders colour
+    assert use_color("auto", io.StringIO(), {"FORCE_COLOR": ""}) is False
+    assert use_color("auto", io.StringIO(), {"FORCE_COLOR": "1", "NO_COLOR": "1"}) is False
+    assert use_color("auto", io.StringIO(), {"PY_COLORS": "1", "NO_COLOR": "1"}) is True
+    assert use_color("auto", Tty(), {"TERM": "xterm", "PY_COLORS": "0", "FORCE_COLOR": "1"}) is False
 
 
 def run(outcome: Outcome, phase: Phase | None, expected: str) -> RunResult:
