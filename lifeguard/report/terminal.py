@@ -20,6 +20,7 @@ from lifeguard.report.stream import SafeOutput
 from lifeguard.report.text import evidence_text, summary_line
 
 PLAIN_PROGRESS_INTERVAL = 10.0  # seconds between progress lines when not on a terminal
+TICK = 1.0  # seconds between redraws of a terminal's progress line while no run ends
 MAX_ERRORS_SHOWN = 10  # runs lifeguard itself failed, listed at the end one line each
 COLOR_CHOICES = ("auto", "yes", "no")
 COLOR_HELP = "colour the verdicts: auto (as pytest: PY_COLORS, NO_COLOR, FORCE_COLOR, else a terminal), yes, no"
@@ -88,6 +89,8 @@ class TerminalSink:
         self.total: int | None = 0
         self.lock = threading.Lock()
         self.tty = self.out.isatty()
+        self._stop = threading.Event()  # the session has ended: no more progress lines
+        self._ticker: threading.Thread | None = None
 
     def print(self, text: str = "", end: str = "\n") -> None:
         self.out.write(for_terminal(text) + end)
@@ -117,6 +120,9 @@ class TerminalSink:
         self.failures = 0
         if self.quiet:
             return
+        if self._drawn:
+            self._ticker = threading.Thread(target=self._tick, name="lifeguard-progress", daemon=True)
+            self._ticker.start()
         interp = session.interpreter
         planned = plural(total_runs) if total_runs is not None else "runs until failure or time"
         part = f" (shard {session.shard} of the plan)" if session.shard else ""
@@ -136,23 +142,42 @@ class TerminalSink:
             if self.quiet:
                 return
             now = time.monotonic()
-            elapsed = max(now - self.began, 1e-6)
-            of = f"/{self.total}" if self.total else ""
-            rate = self.done / elapsed
-            progress = f"runs {self.done}{of}  unexpected {self.failures}  {rate:.1f} runs/s  {elapsed:.0f}s"
-            if self.total and self.done < self.total:
-                progress += f"  ETA {(self.total - self.done) / rate:.0f}s"
-            if self.tty and not self.live:
-                bar = ""
-                if self.total:
-                    filled = int(30 * self.done / self.total)
-                    bar = "[" + "#" * filled + "." * (30 - filled) + "] "
-                self.out.write("\r")
-                self.print(f"  {bar}{progress}", end="")
+            if self._drawn:
+                self._draw(now)
             elif not self.tty and now - self.last_line >= PLAIN_PROGRESS_INTERVAL:
                 # Not a terminal (CI logs): a plain line now and then, no carriage returns.
                 self.last_line = now
-                self.print(f"  {progress}")
+                self.print(f"  {self._progress(now)}")
+
+    @property
+    def _drawn(self) -> bool:
+        """Is there a progress line to draw over (a terminal, and nothing else writing to it line by line)?"""
+        return self.tty and not self.live and not self.quiet and not self.verbose
+
+    def _progress(self, now: float) -> str:
+        elapsed = max(now - self.began, 1e-6)
+        of = f"/{self.total}" if self.total else ""
+        rate = self.done / elapsed
+        progress = f"runs {self.done}{of}  unexpected {self.failures}  {rate:.1f} runs/s  {elapsed:.0f}s"
+        if self.total and 0 < self.done < self.total:
+            progress += f"  ETA {(self.total - self.done) / rate:.0f}s"
+        return progress
+
+    def _draw(self, now: float) -> None:
+        """The progress line, written over the last one (erased to its end: a shorter line leaves nothing)."""
+        bar = ""
+        if self.total:
+            filled = int(30 * self.done / self.total)
+            bar = "[" + "#" * filled + "." * (30 - filled) + "] "
+        self.out.write("\r\x1b[K")
+        self.print(f"  {bar}{self._progress(now)}", end="")
+
+    def _tick(self) -> None:
+        """Redraw the progress line every TICK seconds: it moves (elapsed time) through a run that hangs."""
+        while not self._stop.wait(TICK):
+            with self.lock:
+                if not self._stop.is_set():
+                    self._draw(time.monotonic())
 
     def series_done(self, summary: SeriesSummary) -> None:
         """A series had its last run: its line now, not at the end (a long session shows each as it ends)."""
@@ -173,7 +198,10 @@ class TerminalSink:
                 self.print(f"       finding {finding}")
 
     def finish(self, session: Session) -> None:
-        if self.tty and not self.verbose and not self.quiet and not self.live:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=TICK + 1)
+        if self._drawn:
             self.print()
         plain = {s.name for s in session.scenarios if s.is_plain}
         for summary in session.summaries:
