@@ -142,15 +142,19 @@ def _file_kind(path: Path) -> str:
 def is_plain_script(target: str) -> bool:
     """A target that is a Python file that declares no scenario and does not import lifeguard (read, not
     run): a plain script, which takes every word after it as its arguments. A file that imports lifeguard is
-    a scenario file, and one that declares none an error (discovery says so), never a silent pass. A file
-    that cannot be parsed is left to discover() to report."""
+    a scenario file, and one that declares none an error (discovery says so), never a silent pass."""
     path = Path(target)
     if "::" in target or path.suffix != ".py" or not path.is_file():
         return False
     try:
         return not declares_scenarios(path, or_imports_lifeguard=True)
     except ConfigurationError:
-        return False
+        # Python cannot parse it: a plain script unless it names lifeguard (a scenario file, whose error
+        # discover() says). Run as python runs it, which reports its own SyntaxError and exits 1.
+        try:
+            return b"lifeguard" not in path.read_bytes()
+        except OSError:
+            return False
 
 
 def load_scenario_file(path: Path) -> list[Scenario]:

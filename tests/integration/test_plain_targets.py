@@ -78,6 +78,20 @@ def test_an_uncaught_exception_prints_as_python_prints_it(tmp_path: Path) -> Non
     assert "lifeguard" not in traceback and traceback.rstrip().endswith("ValueError: boom")
 
 
+def test_a_script_with_a_syntax_error_fails_as_python_says(tmp_path: Path) -> None:
+    """python script.py exits 1 with its own SyntaxError; so does lifeguard run script.py (not a usage error).
+    A file that names lifeguard is a scenario file, whose syntax error stays lifeguard's one line, exit 2."""
+    (tmp_path / "typo.py").write_text('print("hi"\n')
+    plain = subprocess.run([real_python(), "typo.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                           check=False)
+    proc = run_cli("run", "--no-native", "typo.py", cwd=tmp_path)
+    assert proc.returncode == plain.returncode == 1, proc.stdout + proc.stderr
+    assert "SyntaxError: '(' was never closed" in proc.stderr and "lifeguard: error" not in proc.stderr
+    (tmp_path / "scenarios.py").write_text("import lifeguard\n\n@lifeguard.scenario()\ndef f(:\n    pass\n")
+    scenario = run_cli("run", "--no-native", "scenarios.py", cwd=tmp_path)
+    assert scenario.returncode == 2 and "syntax error" in scenario.stderr, scenario.stdout + scenario.stderr
+
+
 def test_a_command_and_its_python(tmp_path: Path) -> None:
     (tmp_path / "tool.py").write_text(REPORTER)
     report = tmp_path / "r"
