@@ -20,6 +20,7 @@ from lifeguard.plan.probes import (
     PROBE_ALIASES,
     PROBES,
     bugs_seen,
+    module_not_found,
     parse_hook,
     probe_kind,
     probe_options,
@@ -83,6 +84,10 @@ class Probe(Command):
         check = parse_hook(args.check, "--check") if args.check else None
         paths = [os.getcwd(), *(os.path.abspath(p) for p in args.paths)]
         kinds = tuple(dict.fromkeys(probe_kind(name) for name in args.probes or PROBES))
+        unknown = module_not_found(interpreter.executable, args.module, paths)
+        if unknown is not None:  # said at once, as python says it, not after six probes' tracebacks
+            _cannot_import(args.module, unknown)
+            return EXIT_USAGE
         report = args.report.resolve() if args.report is not None else None
         if report is not None:
             from lifeguard.report.files import claim_report_folder  # the report writers: only when asked
@@ -100,13 +105,16 @@ class Probe(Command):
                 shutil.rmtree(folder, ignore_errors=True)
         missing = None if session.interrupted else module_missing(session, args.module)
         if missing:
-            print(f"lifeguard: error: cannot import {args.module} in the child: {for_terminal(missing)}",
-                  file=sys.stderr)
-            print("lifeguard: put its folder on the import path with --path DIR, or pick the interpreter "
-                  "it is installed in with --python", file=sys.stderr)
+            _cannot_import(args.module, missing)
             return EXIT_USAGE
         print_exercised(session, args.module)
         return exit_code(session)
+
+
+def _cannot_import(module: str, why: str) -> None:
+    print(f"lifeguard: error: cannot import {module} in the child: {for_terminal(why)}", file=sys.stderr)
+    print("lifeguard: put its folder on the import path with --path DIR, or pick the interpreter "
+          "it is installed in with --python", file=sys.stderr)
 
 
 def print_exercised(session: Session, module: str) -> None:

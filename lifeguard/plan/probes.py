@@ -171,6 +171,34 @@ def probe_scenarios(module: str, kinds: Sequence[str], folder: Path, *, hook: di
             for kind in kinds]
 
 
+# Run by the target interpreter before any probe: find (not import) the module, as `python -c "import X"` would.
+_FIND = ("import importlib.util, sys\n"
+         "name = sys.argv[1]\n"
+         "sys.path[:0] = sys.argv[2:]\n"
+         "try:\n"
+         "    found = importlib.util.find_spec(name)\n"
+         "except Exception as exc:\n"
+         "    print(f'{type(exc).__name__}: {exc}'); sys.exit(3)\n"
+         "if found is None:\n"
+         "    print(f'ModuleNotFoundError: No module named {name!r}'); sys.exit(3)\n")
+FIND_TIMEOUT = 60.0  # a parent package's __init__ runs: bounded, and past it the probes themselves say
+
+
+def module_not_found(executable: str, module: str, paths: Sequence[str]) -> str | None:
+    """Why ``module`` cannot be imported by ``executable`` with ``paths`` first on its path (one line), or None
+    when it is found, or when the look itself failed (a parent package that crashed or hung: the probes'
+    business, with their evidence)."""
+    import subprocess
+
+    try:
+        done = subprocess.run([executable, "-c", _FIND, module, *paths], capture_output=True, text=True,
+                              errors="replace", timeout=FIND_TIMEOUT, stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = done.stdout.strip().splitlines()
+    return lines[-1] if done.returncode == 3 and lines else None
+
+
 def probe_options(native: bool = True) -> PlanOptions:
     """How every probe runs: a fresh interpreter under -X dev and PYTHONMALLOC=debug, a hung tree ended
     HANG_SETTLE seconds after it stopped moving (lifeguard.run.stillness)."""

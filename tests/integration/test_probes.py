@@ -145,6 +145,17 @@ def test_a_module_that_cannot_be_imported_is_a_usage_error(tmp_path: Path) -> No
     assert "cannot import no_such_module_here in the child: ModuleNotFoundError" in proc.stderr
 
 
+def test_a_module_that_is_not_there_is_said_at_once_without_probing(tmp_path: Path) -> None:
+    """As `python -c "import X"` says it: two lines, no probe run, no child's traceback on the terminal."""
+    proc = run_cli("probe", "no_such_module_here", cwd=tmp_path)
+    assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+    assert proc.stdout == "" and proc.stderr.splitlines() == [
+        "lifeguard: error: cannot import no_such_module_here in the child: ModuleNotFoundError: No module named "
+        "'no_such_module_here'",
+        "lifeguard: put its folder on the import path with --path DIR, or pick the interpreter it is installed in "
+        "with --python"]
+
+
 @pytest.mark.parametrize(("hook", "message"), [
     ("hooks.py", "expected FILE.py:FUNC"),
     ("missing.py:exercise", "no such file missing.py"),
