@@ -10,6 +10,8 @@ rests on is cut by a line limit: the full text of every thread is in backtraces.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from lifeguard.child.protocol import FORKED
 from lifeguard.diagnose.crash import CLEANUP_STEPS, is_plumbing
 from lifeguard.diagnose.evidence import CALL_MACHINERY, matches
@@ -111,6 +113,31 @@ def trimmed_frames(thread: ThreadStack) -> tuple[list[Frame | str], int]:
     return shown, hidden
 
 
+_THREAD_START = ("start_thread", "clone", "clone3", "thread_run", "pythread_wrapper")
+_PYTEST_RUNNER = ("/_pytest/", "/pluggy/", "/pytest/__main__.py")
+
+
+def hidden_parts(frames: Sequence[Frame]) -> str:
+    """What the outer frames a stack hides are, as they are: a thread's start, the interpreter's start-up,
+    lifeguard's bootstrap, pytest's runner (only those there)."""
+    parts: list[str] = []
+    for frame in reversed(frames):  # outermost first: the order they ran in
+        path = frame.file or ""
+        if frame.is_python:
+            part = ("pytest's runner" if any(p in path for p in _PYTEST_RUNNER)
+                    else "lifeguard's bootstrap" if "lifeguard" in path or path == "<string>"
+                    else "the interpreter's start-up")
+        elif (frame.function or "").startswith(_THREAD_START):
+            part = "the thread's start"
+        elif any(p in (frame.library or "") for p in _CTYPES_CALL):
+            part = "lifeguard's bootstrap"  # the ctypes call that ends a forked test (Py_Exit)
+        else:
+            part = "the interpreter's start-up"
+        if part not in parts:
+            parts.append(part)
+    return ", ".join(parts)
+
+
 def _same(a: Frame, b: Frame) -> bool:
     return (a.function, a.address, a.file, a.line, a.is_python) == (b.function, b.address, b.file, b.line,
                                                                     b.is_python)
@@ -150,8 +177,7 @@ def _thread_full(thread: ThreadStack, signal: SignalInfo | None, role: str | Non
     for item in shown:
         lines.append(f"      {item}" if isinstance(item, str) else _frame_line(item))
     if hidden:
-        lines.append(f"      ({hidden} outer frames hidden: interpreter start-up, lifeguard's bootstrap, "
-                     "pytest's runner)")
+        lines.append(f"      ({hidden} outer frames hidden: {hidden_parts(thread.frames[-hidden:])})")
     if not thread.frames:
         lines.append("      (no frames)")
     return lines

@@ -153,3 +153,23 @@ def test_a_c_programs_own_frames_are_not_hidden_as_the_bootstraps_line() -> None
               Frame(function="Py_BytesMain", library="libpython3.11.so.1.0"))
     shown, hidden = trimmed_frames(ThreadStack(tid=1, frames=frames))
     assert [f.line for f in shown if isinstance(f, Frame)] == [3, 4] and hidden == 3
+
+
+def test_the_hidden_frames_note_names_only_what_was_hidden() -> None:
+    from lifeguard.diagnose.view import hidden_parts
+    from lifeguard.model.stacks import Frame
+
+    native_thread = (Frame(function="start_thread", library="/lib/x86_64-linux-gnu/libc.so.6"),
+                     Frame(function="clone3", library="/lib/x86_64-linux-gnu/libc.so.6"))
+    assert hidden_parts(native_thread) == "the thread's start"
+    plain_script = (Frame(function="<module>", file="/usr/lib/python3.11/runpy.py", line=88, is_python=True),
+                    Frame(function="<lambda>", file="/x/lifeguard/child/plain.py", line=74, is_python=True),
+                    Frame(function="<module>", file="<string>", line=1, is_python=True),
+                    Frame(function="Py_BytesMain", library="libpython3.11.so.1.0"),
+                    Frame(function="__libc_start_main", library="/lib/x86_64-linux-gnu/libc.so.6"))
+    assert hidden_parts(plain_script) == "the interpreter's start-up, lifeguard's bootstrap"
+    forked_test = (Frame(function="pytest_runtest_call", file="/v/_pytest/runner.py", line=10, is_python=True),
+                   Frame(function="run_in_fork", file="/x/lifeguard/run/fork_here.py", line=62, is_python=True),
+                   Frame(function="_multicall", file="/v/pluggy/_callers.py", line=5, is_python=True),
+                   Frame(function="Py_RunMain", library="libpython3.11.so.1.0"))
+    assert hidden_parts(forked_test) == "the interpreter's start-up, pytest's runner, lifeguard's bootstrap"
