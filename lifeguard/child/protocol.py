@@ -158,6 +158,7 @@ SITE_HOOK_FILE = "sitecustomize.py"  # ...holding only this, which attaches each
 CORE_PATTERN_FILE = "/proc/sys/kernel/core_pattern"
 # A test forked from pytest (--lifeguard) whose body failed: the failure as pytest itself reports it.
 PYTEST_FAILURE_FILE = "pytest-failure.txt"
+PYTEST_REPORT_FILE = "pytest-report.json"  # ...and pytest's own report of it, serialized as pytest-xdist does
 
 
 # The dump file of a passed run, left in its folder when the folder is made ready for another run (run.launch.

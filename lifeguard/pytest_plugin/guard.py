@@ -34,7 +34,14 @@ from lifeguard.model.run import RunKind, RunSpec, StartMode
 from lifeguard.model.scenario import DEFAULT_TIMEOUT, DEFAULT_VARIANT, Scenario
 from lifeguard.pytest_plugin.session_report import SessionRecord
 from lifeguard.pytest_plugin.settings import Settings, runs_in_shard
-from lifeguard.pytest_plugin.verdicts import failure_text, interpreter, pytest_outcome_of, user_properties
+from lifeguard.pytest_plugin.verdicts import (
+    failure_text,
+    interpreter,
+    pytest_outcome_of,
+    pytests_own_failure,
+    save_pytest_report,
+    user_properties,
+)
 from lifeguard.run.fork_here import run_in_fork
 from lifeguard.run.relay import joined_pumps
 from lifeguard.session.evidence_hooks import capture_hang, explain_failure
@@ -117,12 +124,15 @@ def _body(item: pytest.Item, run_dir: Path, runtest: Callable[[], object]) -> Ca
                 return 0
             emit(protocol.BODY_ERROR, error=f"{type(exc).__name__}: {exc}"[:1000])
             try:
-                text = str(item.repr_failure(pytest.ExceptionInfo.from_exception(exc)))
+                longrepr = item.repr_failure(pytest.ExceptionInfo.from_exception(exc))
+                text = str(longrepr)
             except Exception:  # pytest could not format it: Python's own traceback
                 import traceback
 
-                text = "".join(traceback.format_exception(exc))
+                longrepr, text = None, "".join(traceback.format_exception(exc))
             (run_dir / protocol.PYTEST_FAILURE_FILE).write_text(text[-FAILURE_TEXT_LIMIT:], errors="replace")
+            if longrepr is not None:
+                save_pytest_report(item, longrepr, run_dir / protocol.PYTEST_REPORT_FILE)
             return 1
 
     return body
@@ -159,7 +169,10 @@ def run_forked(item: pytest.Item, runtest: Callable[[], object], record: Session
         if result.outcome is Outcome.PASSED:
             record.discard(run_dir)
     summaries = record.add(scenario, results)
-    user_properties(item, summaries, record.report_dir)
+    own = pytests_own_failure(summaries)
+    user_properties(item, summaries, record.report_dir, section=own is None)
+    if own is not None:  # an ordinary failure, nothing of lifeguard's to add: in pytest's own words
+        raise own
     if any(summary.verdict is Verdict.UNEXPECTED for summary in summaries):
         pytest.fail(failure_text(summaries), pytrace=False)
     pytest_outcome_of(results)

@@ -281,6 +281,17 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, object, object]:
+    """A forked test that failed as it would have here is reported as pytest reported it in the child (its
+    assertion line in the short summary and in JUnit, its source as pytest shows it)."""
+    report = yield
+    own = getattr(call.excinfo.value, "lifeguard_longrepr", None) if call.excinfo is not None else None
+    if own is not None:
+        report.longrepr = own  # type: ignore[attr-defined]
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     """Under --lifeguard, an unmarked test's ``runtest()`` (pytest calls it next) runs in a supervised child:
     the item's own method is swapped for the guard for the length of this call."""

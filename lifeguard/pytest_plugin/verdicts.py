@@ -11,7 +11,7 @@ import pytest
 
 from lifeguard.child import protocol
 from lifeguard.interpreter import Interpreter, resolve
-from lifeguard.model.outcomes import Outcome, Verdict
+from lifeguard.model.outcomes import Outcome, Phase, Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, counts_text, series_label
 from lifeguard.pytest_plugin.assertions import outcome_text
 from lifeguard.report.junit import series_properties
@@ -25,15 +25,62 @@ def interpreter() -> Interpreter:
     return resolve(None)
 
 
-def user_properties(item: pytest.Item, summaries: list[SeriesSummary], report: Path | None) -> None:
-    """JUnit ``<property>`` elements named as in lifeguard's own junit.xml, and a report section with every
-    series' verdict."""
+def user_properties(item: pytest.Item, summaries: list[SeriesSummary], report: Path | None, *,
+                    section: bool = True) -> None:
+    """JUnit ``<property>`` elements named as in lifeguard's own junit.xml, and (``section``) a report section
+    with every series' verdict."""
     for summary in summaries:
         item.user_properties.extend(series_properties(summary, prefix=len(summaries) > 1))
     if report is not None:
         item.user_properties.append(("report", str(report)))
-    lines = [summary_line(s) for s in summaries]
-    item.add_report_section("call", REPORT_SECTION, "\n".join(lines))
+    if section:
+        item.add_report_section("call", REPORT_SECTION, "\n".join(summary_line(s) for s in summaries))
+
+
+class ForkedTestFailure(Exception):
+    """A forked test that failed as it would have in pytest's own process: its report is pytest's (the
+    ``pytest_runtest_makereport`` hook puts ``lifeguard_longrepr`` in place of this exception's)."""
+
+    def __init__(self, longrepr: object) -> None:
+        super().__init__("the forked test failed (pytest's report of it replaces this)")
+        self.lifeguard_longrepr = longrepr
+
+
+def save_pytest_report(item: pytest.Item, longrepr: object, path: Path) -> None:
+    """In the forked test's child: pytest's report of the body's failure, serialized as pytest-xdist ships a
+    worker's reports (``TestReport._to_json``); nothing where this pytest cannot."""
+    import json
+
+    try:
+        from _pytest.reports import TestReport
+
+        report = TestReport(item.nodeid, item.location, {}, "failed", longrepr, "call")  # type: ignore[arg-type]
+        path.write_text(json.dumps(report._to_json()), errors="replace")
+    except Exception:  # a pytest without that API, or a longrepr it cannot serialize: lifeguard's words then
+        pass
+
+
+def pytests_own_failure(summaries: Sequence[SeriesSummary]) -> ForkedTestFailure | None:
+    """The failure to report in pytest's own words: every unexpected series failed by its body's exception
+    only (outcome failed in phase run, no signal, finding, corruption or process left behind), with pytest's
+    report of the first such run saved by its child; else None (lifeguard has something to say)."""
+    import json
+
+    unexpected = [s for s in summaries if s.verdict is Verdict.UNEXPECTED]
+    runs = [s.first_unexpected for s in unexpected]
+    if not unexpected or any(r is None or r.outcome is not Outcome.FAILED or r.phase is not Phase.RUN
+                             or r.signal is not None or r.findings or r.corruption or r.leftover_processes
+                             for r in runs):
+        return None
+    first = runs[0]
+    assert first is not None
+    try:
+        from _pytest.reports import TestReport
+
+        data = json.loads((Path(first.run_dir) / protocol.PYTEST_REPORT_FILE).read_text(errors="replace"))
+        return ForkedTestFailure(TestReport._from_json(data).longrepr)
+    except Exception:  # no saved report, or one this pytest cannot read: lifeguard's words then
+        return None
 
 
 def failure_text(summaries: list[SeriesSummary]) -> str:

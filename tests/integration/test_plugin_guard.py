@@ -75,6 +75,46 @@ def test_a_crash_at_exit_fails_the_test_only_under_lifeguard(plugin_env: pytest.
     assert properties(case)["findings"].startswith("static-destructor-after-finalize")
 
 
+ORDINARY_FAILURE = """
+def helper(x):
+    return x + 1
+
+
+def test_ok():
+    assert helper(1) == 2
+
+
+def test_bad():
+    value = helper(1)
+    assert value == 3, "helper is off"
+"""
+
+
+def _failure_block(out: str) -> list[str]:
+    lines = out.splitlines()
+    start = next(n for n, line in enumerate(lines) if "_ test_bad _" in line)
+    end = next(n for n, line in enumerate(lines) if "generated xml file" in line or "short test summary" in line)
+    return lines[start:end]
+
+
+def test_an_ordinary_failure_reads_as_plain_pytest_reports_it(plugin_env: pytest.Pytester) -> None:
+    """A failing assert and nothing of lifeguard's to add: the failure, the short summary and JUnit's message
+    in pytest's own words, not "Failed: lifeguard: failed@run: ...", and no extra section."""
+    plugin_env.makepyfile(test_ordinary=ORDINARY_FAILURE)
+    plain = plugin_env.runpytest_subprocess("-rf", "--junitxml=plain.xml", timeout=INNER_SESSION_TIMEOUT)
+    guarded = plugin_env.runpytest_subprocess("-rf", "--lifeguard", "--junitxml=guarded.xml",
+                                              timeout=INNER_SESSION_TIMEOUT)
+    plain.assert_outcomes(passed=1, failed=1)
+    guarded.assert_outcomes(passed=1, failed=1)
+    assert _failure_block(guarded.stdout.str()) == _failure_block(plain.stdout.str())
+    summary = "FAILED test_ordinary.py::test_bad - AssertionError: helper is off"
+    assert summary in plain.stdout.str() and summary in guarded.stdout.str()
+    assert "Captured lifeguard" not in guarded.stdout.str()
+    messages = [junit_cases(plugin_env.path / name)["test_bad"].find("failure").get("message")
+                for name in ("plain.xml", "guarded.xml")]
+    assert messages[0] == messages[1] == "AssertionError: helper is off\nassert 2 == 3"
+
+
 PATCHED_FORK = """
 import os
 
