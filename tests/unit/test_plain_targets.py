@@ -63,7 +63,9 @@ def test_what_is_a_plain_script(script: str, tmp_path: Path) -> None:
     assert not is_plain_script("cases.py") and not is_plain_script("cases.py::case")
     assert not is_plain_script("missing.py") and not is_plain_script(str(tmp_path))
     (tmp_path / "broken.py").write_text("def (:\n")
-    assert not is_plain_script("broken.py")  # left to discovery, which names the line
+    assert is_plain_script("broken.py")  # run as python runs it: its own SyntaxError, exit 1
+    (tmp_path / "broken_cases.py").write_text("import lifeguard\ndef (:\n")
+    assert not is_plain_script("broken_cases.py")  # a scenario file: left to discovery, which names the line
 
 
 @pytest.mark.parametrize("words", [["-m"], ["-c"], ["--"], ["--timeout"]])
