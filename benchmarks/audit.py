@@ -635,6 +635,12 @@ def _two_shards(tmp: Path) -> list[Path]:
     return shards
 
 
+def _merge_and_find(tmp: Path, shards: list[Path], name: str) -> tuple[int, int]:
+    """Merge ``shards`` into tmp/out: the exit code, and how many files named ``name`` the merge wrote."""
+    done = cli("merge", *map(str, shards), "--report", str(tmp / "out"))
+    return done.returncode, len(list((tmp / "out").rglob(name)))
+
+
 @case("ownership", "merge: a shard names a run folder outside it")
 def case_merge_outside(tmp: Path) -> tuple[bool, str]:
     shards = _two_shards(tmp)
@@ -642,9 +648,8 @@ def case_merge_outside(tmp: Path) -> tuple[bool, str]:
     (tmp / "secret" / "key.txt").write_text("the secret")
     line = json.loads((shards[0] / "results.jsonl").read_text().splitlines()[0])
     (shards[0] / "results.jsonl").write_text(json.dumps({**line, "run_dir": str(tmp / "secret")}) + "\n")
-    done = cli("merge", *map(str, shards), "--report", str(tmp / "out"))
-    leaked = [p for p in (tmp / "out").rglob("key.txt")]
-    return done.returncode in (0, 1) and not leaked, f"rc {done.returncode}, {len(leaked)} file(s) copied from outside"
+    code, leaked = _merge_and_find(tmp, shards, "key.txt")
+    return code in (0, 1) and not leaked, f"rc {code}, {leaked} file(s) copied from outside"
 
 
 @case("ownership", "merge: a symbolic link in a shard's run folder")
@@ -653,9 +658,8 @@ def case_merge_symlink(tmp: Path) -> tuple[bool, str]:
     (tmp / "key.txt").write_text("the secret")
     run_dir = Path(json.loads((shards[0] / "results.jsonl").read_text().splitlines()[0])["run_dir"])
     (run_dir / "leak.txt").symlink_to(tmp / "key.txt")
-    done = cli("merge", *map(str, shards), "--report", str(tmp / "out"))
-    leaked = [p for p in (tmp / "out").rglob("leak.txt")]
-    return done.returncode in (0, 1) and not leaked, f"rc {done.returncode}, {len(leaked)} link(s) followed"
+    code, leaked = _merge_and_find(tmp, shards, "leak.txt")
+    return code in (0, 1) and not leaked, f"rc {code}, {leaked} link(s) followed"
 
 
 @case("ownership", "merge: a cut last line, a shard of 1/99999999999")
