@@ -769,6 +769,31 @@ def case_watchdog_killed(tmp: Path) -> tuple[bool, str]:
         kill_all([grandchild] if grandchild else [])
     return gone, f"grandchild {'killed' if gone else 'ALIVE'} after lifeguard's SIGKILL"
 
+
+@case("left behind", "a setsid, env-wiped daemon of a run tracked by ancestry, then SIGKILL")
+def case_ancestry_daemon(tmp: Path) -> tuple[bool, str]:
+    pid_file = tmp / "daemon.pid"
+    program = (f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+               f"        os.execve('/bin/sh', ['sh', '-c', 'echo $$ > {pid_file} && exec sleep 1000'], {{}})\n"
+               f"    os._exit(0)\ntime.sleep(1000)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LIFEGUARD_MEMBERSHIP="subreaper")  # as pytest --lifeguard's runs
+    supervisor = subprocess.Popen([sys.executable, "-m", "lifeguard", "run", "--no-native", "--timeout", "120", "--",
+                                   sys.executable, "-c", program], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True)
+    daemon = 0
+    try:
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() != "", 60)
+        daemon = int(pid_file.read_text())
+        time.sleep(1.0)  # the supervisor's next looks (four a second) find it
+        os.kill(supervisor.pid, signal.SIGKILL)
+        supervisor.wait(30)
+        gone = wait_for(lambda: not alive(daemon), 5)
+    finally:
+        with contextlib.suppress(OSError):
+            os.killpg(supervisor.pid, signal.SIGKILL)
+        kill_all([daemon] if daemon else [])
+    return gone, f"daemon {'killed' if gone else 'ALIVE'} after lifeguard's SIGKILL"
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-k", default="", help="only cases whose name contains this")

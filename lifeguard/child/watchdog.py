@@ -5,6 +5,9 @@ session of its own and deaf to the terminal's signals, it reads lines from the p
 
   cgroup PATH        a session's cgroup folder: every run of the session lives below it
   run PGID RUN_ID    a run tracked without cgroups: its process group and the marker in its environment
+  member PGID PID START  a process the supervisor attributed to that run by ancestry (START: its start time
+                     in clock ticks, so a reused pid is never taken for it): one that left the group and
+                     wiped its environment still dies with the run
   done PGID          that run is over
 
 End of file means the supervisor is gone, whether it exited, was killed by SIGKILL or crashed: everything
@@ -138,6 +141,7 @@ def watch(lines: Iterable[bytes], marker: str) -> None:
     _never_preempt()
     folders: list[str] = []
     runs: dict[int, str] = {}
+    members: dict[int, dict[int, int]] = {}  # run's group -> pid -> start time
     for raw in lines:
         line = raw.decode(errors="surrogateescape").rstrip("\n")
         words = line.split()
@@ -145,14 +149,30 @@ def watch(lines: Iterable[bytes], marker: str) -> None:
             folders.append(line.partition(" ")[2])  # a path may hold spaces
         elif len(words) == 3 and words[0] == "run" and words[1].isdigit():
             runs[int(words[1])] = words[2]
+        elif len(words) == 4 and words[0] == "member" and all(w.isdigit() for w in words[1:]):
+            members.setdefault(int(words[1]), {})[int(words[2])] = int(words[3])
         elif len(words) == 2 and words[0] == "done" and words[1].isdigit():
             runs.pop(int(words[1]), None)
+            members.pop(int(words[1]), None)
         elif line.startswith("released "):
             folders = [f for f in folders if f != line.partition(" ")[2]]
     for folder in folders:
         kill_folder(folder)
     if runs:
+        kill_members({pid: start for group in runs for pid, start in members.get(group, {}).items()})
         kill_runs(runs, marker)
+
+
+def kill_members(members: dict[int, int]) -> None:
+    """SIGKILL each recorded member still running as the process it was (the same start time)."""
+    for pid, start in members.items():
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()
+            if int(fields[19]) == start:
+                _kill(pid)
+        except (OSError, ValueError, IndexError):
+            continue
 
 
 if __name__ == "__main__":

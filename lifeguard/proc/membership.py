@@ -240,14 +240,22 @@ class SubreaperMembership:
             return []
         procs = all_processes()
         changed = True
+        new: list[ProcInfo] = []
         while changed:  # to the closure: a parent and its child may both be new in one look
             changed = False
             for info in procs.values():
                 if info.pid not in self.seen and info.pid != me and self._belongs(info, me):
                     self.seen.add(info.pid)
+                    new.append(info)
                     changed = True
+        for info in new:
+            if info.state != "Z":
+                self.recorded(info)
         live = [p for p in self.seen if p in procs and procs[p].state != "Z"]
         return sorted(live, key=lambda p: (p != self.root, p))
+
+    def recorded(self, info: ProcInfo) -> None:
+        """A process newly found to be the run's (the session's watchdog is told: GuardedSubreaper)."""
 
     def members(self) -> list[int]:
         return self._scan()

@@ -64,6 +64,7 @@ class Watchdog:
         self._lock = threading.Lock()
         self._folders: list[str] = []
         self._runs: dict[int, str] = {}
+        self._members: dict[int, dict[int, int]] = {}  # run's group -> pid -> start time
         self.proc: StartedWatchdog | None = StartedWatchdog(*started) if started is not None else spawn([])
         self.pid = self.proc.pid
 
@@ -79,6 +80,8 @@ class Watchdog:
         """A new watchdog told what the last one knew (the lock held)."""
         lines = [f"cgroup {folder}" for folder in self._folders]
         lines += [child_watchdog.run_line(group, run_id) for group, run_id in self._runs.items()]
+        lines += [f"member {group} {pid} {start}" for group, pids in self._members.items()
+                  for pid, start in pids.items()]
         self.proc = spawn(lines)
         self.pid = self.proc.pid
         return self.pid
@@ -115,9 +118,16 @@ class Watchdog:
             self._runs[group] = run_id
         self._tell(child_watchdog.run_line(group, run_id))
 
+    def guard_member(self, group: int, pid: int, start: int) -> None:
+        """A process of run ``group`` found by ancestry: killed with the run if the supervisor vanishes."""
+        with self._lock:
+            self._members.setdefault(group, {})[pid] = start
+        self._tell(f"member {group} {pid} {start}")
+
     def release_run(self, group: int) -> None:
         with self._lock:
             self._runs.pop(group, None)
+            self._members.pop(group, None)
         self._tell(f"done {group}")
 
     def close(self, *, wait: bool = True) -> None:

@@ -136,6 +136,10 @@ class GuardedSubreaper(SubreaperMembership):
         self.owner.track(self, live=True)
         self.owner.watchdog.guard_run(root, self.run_id)  # a run's main process leads its own process group
 
+    def recorded(self, info: ProcInfo) -> None:
+        if info.pid != self.root:  # the root is the run's group, registered at its start
+            self.owner.watchdog.guard_member(self.root, info.pid, info.start)
+
     def close(self) -> None:
         super().close()
         self.owner.track(self, live=False)

@@ -181,3 +181,42 @@ def test_a_second_stop_signal_does_not_cut_the_shutdown_short(scenario_file, tmp
         assert "Traceback" not in err, err
     finally:
         _cleanup(supervisor, pids)
+
+
+def test_a_daemon_found_by_ancestry_dies_with_the_supervisor(tmp_path: Path, pace: Pace) -> None:
+    """A run tracked by ancestry (pytest --lifeguard, a head-started command) whose daemon left its process
+    group and wiped its environment: once a look of the supervisor has found it, the watchdog knows it, and
+    kills it when the supervisor vanishes (here: the watchdog's pipe closes with the run still registered, as
+    at a SIGKILL). This test's process is the supervisor (it becomes a subreaper, as earlier ones made it)."""
+    import sys
+
+    from lifeguard.run.containment import Containment
+
+    pid_file = tmp_path / "daemon.pid"
+    program = f"""
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        announce = "echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 1000"
+        os.execve("/bin/sh", ["sh", "-c", announce], {{}})
+    os._exit(0)
+time.sleep(1000)
+"""
+    owner = Containment(prefer="subreaper")
+    run = owner.for_run(os.urandom(8).hex(), by_ancestry=True)
+    root = subprocess.Popen([sys.executable, "-c", program], preexec_fn=os.setpgrp)  # a run leads its group
+    daemon = 0
+    try:
+        run.started(root.pid)
+        wait_for(pid_file.exists, "the daemon", pace.deadline(30))
+        daemon = int(pid_file.read_text())
+        wait_for(lambda: daemon in run.members(), "a look that finds the daemon", pace.deadline(10))
+        owner.watchdog.close(wait=True)  # the pipe's end, with the run still registered: what a SIGKILL leaves
+        wait_for(lambda: not pid_alive(daemon), "the daemon to die with the supervisor", pace.deadline(5))
+    finally:
+        root.kill()
+        root.wait(timeout=30)
+        if daemon and pid_alive(daemon):
+            os.kill(daemon, signal.SIGKILL)
+        owner.close()
