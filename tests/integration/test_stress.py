@@ -248,6 +248,6 @@ def test_progress_bar_on_a_terminal(scenario_file, tmp_path: Path) -> None:
             proc.wait(10)
         os.close(master)
     text = output.decode(errors="replace")
-    assert "\r  [" in text and "runs 6/6  unexpected 0" in text, text
+    assert "\r\x1b[K  [" in text and "runs 6/6  unexpected 0" in text, text  # redrawn in place, erased first
     # A terminal gets colour: the verdict marks and the final state.
     assert "\x1b[32mok \x1b[0m" in text and "\x1b[32mall as expected\x1b[0m" in text, text
