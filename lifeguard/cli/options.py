@@ -11,6 +11,7 @@ from typing import Any, NoReturn, TypeVar
 
 from lifeguard.errors import ArgumentError, LifeguardError
 from lifeguard.model.outcomes import Expectation
+from lifeguard.model.run import RunKind
 from lifeguard.model.validate import jobs, positive_count, positive_seconds, seed, shard
 from lifeguard.plan.discover import PlainTarget
 from lifeguard.plan.perturbations import parse_perturbations
@@ -120,7 +121,7 @@ def split_plain_target(parser: argparse.ArgumentParser, argv: list[str],
             rest = argv[index + 1:]
             if not rest:
                 raise ArgumentError("-- must be followed by a command: lifeguard run [OPTIONS] -- COMMAND [ARGS...]")
-            return own, PlainTarget("command", rest[0], tuple(rest[1:]))
+            return own, PlainTarget(RunKind.COMMAND, rest[0], tuple(rest[1:]))
         if word.startswith("--"):
             action = _long_option(parser, word.partition("=")[0])
             own.append(word)
@@ -139,7 +140,8 @@ def split_plain_target(parser: argparse.ArgumentParser, argv: list[str],
                         own.append(word[:position])
                     value = attached or _value(argv, index + 1, flag)
                     rest = argv[index + (1 if attached else 2):]
-                    return own, PlainTarget("module" if flag == MODULE_FLAG else "code", value, tuple(rest))
+                    return own, PlainTarget(RunKind.MODULE if flag == MODULE_FLAG else RunKind.CODE, value,
+                                                    tuple(rest))
                 action = parser._option_string_actions.get(flag)
                 if action is not None and _takes_value(action):
                     if attached:
@@ -153,7 +155,7 @@ def split_plain_target(parser: argparse.ArgumentParser, argv: list[str],
             index += 1
             continue
         if is_plain_script(word):
-            return own, PlainTarget("script", word, tuple(argv[index + 1:]))
+            return own, PlainTarget(RunKind.SCRIPT, word, tuple(argv[index + 1:]))
         own.append(word)
         index += 1
     return own, None

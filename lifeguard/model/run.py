@@ -45,6 +45,9 @@ class RunKind(Choice):
     COMMAND = "command"  # -- COMMAND: any executable, its Python descendants attached through the environment
 
 
+PLAIN_KINDS = (RunKind.SCRIPT, RunKind.CODE, RunKind.MODULE, RunKind.COMMAND)  # a whole program, not a function
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """Everything the supervisor needs to start one run."""
@@ -89,7 +92,7 @@ class RunSpec:
     @property
     def plain(self) -> bool:
         """A plain target (script, -c, -m, command): output shown live, the program's own exit code."""
-        return self.kind in (RunKind.SCRIPT, RunKind.CODE, RunKind.MODULE, RunKind.COMMAND)
+        return self.kind in PLAIN_KINDS
 
 
 # The ways a run can start, as `--mode` names them.

@@ -14,6 +14,7 @@ from typing import Any
 
 from lifeguard.errors import ScenarioDefinitionError
 from lifeguard.model.outcomes import Expectation
+from lifeguard.model.run import PLAIN_KINDS, RunKind
 from lifeguard.model.validate import positive_count, positive_seconds
 
 VARIANTS = ("buggy", "fixed")
@@ -21,7 +22,6 @@ DEFAULT_VARIANT = "default"
 DEFAULT_TIMEOUT = 30.0
 # What a plain target is: a script, ``-c`` code, ``-m`` module or any command, run as Python's own command
 # line (or the shell) would run it; everything else is a scenario declared with ``@scenario``.
-PLAIN_KINDS = ("script", "code", "module", "command")
 
 # Per-variant expectation: "crashed@exit", or by Python version
 # {"<3.12": "crashed@exit", ">=3.12": "hung@exit"} (first matching key wins; "*" matches all).
@@ -44,7 +44,7 @@ class Scenario:
     repeat: Mapping[str, int]
     description: str = ""
     code: str | None = None  # source for `-c CODE` and plain scripts run as a whole
-    kind: str = "function"  # "function", or one of PLAIN_KINDS: "script", "code", "module", "command"
+    kind: RunKind = RunKind.FUNCTION  # or one of PLAIN_KINDS: a script, -c code, -m module, -- command
     tags: tuple[str, ...] = field(default_factory=tuple)
     # The body needs no pristine interpreter: runs may be forked from a warm server.
     fork_server: bool = False
@@ -62,6 +62,10 @@ class Scenario:
     # The deadline counts from the start of the body (a pytest test's: its interpreter's start-up and the
     # import of pytest are not the test's); start-up has a bound of its own (run.supervise.STARTUP_TIMEOUT).
     deadline_from_body: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, RunKind):  # its value as text (a record, a test): the one spelling
+            object.__setattr__(self, "kind", RunKind(self.kind))
 
     @property
     def is_plain(self) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from lifeguard.build import bundled
 from lifeguard.errors import ConfigurationError, UsageError
+from lifeguard.model.run import RunKind
 from lifeguard.model.scenario import DEFAULT_TIMEOUT, DEFAULT_VARIANT, Scenario
 from lifeguard.plan.declarations import load_scenario_files
 
@@ -67,7 +68,7 @@ def script_scenario(path: Path, timeout: float | None, argv: tuple[str, ...] = (
     return Scenario(
         name=resolved.stem, function="", path=str(resolved), line=1, fixture=None,
         expect={DEFAULT_VARIANT: "passed"}, timeout=timeout or DEFAULT_TIMEOUT, repeat={"*": 1},
-        description=f"plain script {resolved.name}", kind="script", argv=tuple(argv), workdir=workdir,
+        description=f"plain script {resolved.name}", kind=RunKind.SCRIPT, argv=tuple(argv), workdir=workdir,
     )
 
 
@@ -78,7 +79,7 @@ def code_scenario(code: str, timeout: float | None, args: tuple[str, ...] = (), 
         raise UsageError(f"-c: line {exc.lineno}: syntax error: {exc.msg}") from None
     return Scenario(
         name="code", function="", path="", line=0, fixture=None, expect={DEFAULT_VARIANT: "passed"},
-        timeout=timeout or DEFAULT_TIMEOUT, repeat={"*": 1}, description="-c code", code=code, kind="code",
+        timeout=timeout or DEFAULT_TIMEOUT, repeat={"*": 1}, description="-c code", code=code, kind=RunKind.CODE,
         argv=("-c", *args), workdir=workdir,
     )
 
@@ -88,7 +89,7 @@ def module_scenario(module: str, timeout: float | None, args: tuple[str, ...] = 
         raise UsageError(f"-m {module!r}: not a module name")
     return Scenario(
         name=module, function="", path="", line=0, fixture=None, expect={DEFAULT_VARIANT: "passed"},
-        timeout=timeout or DEFAULT_TIMEOUT, repeat={"*": 1}, description=f"-m {module}", kind="module",
+        timeout=timeout or DEFAULT_TIMEOUT, repeat={"*": 1}, description=f"-m {module}", kind=RunKind.MODULE,
         argv=("-m", *args), module=module, workdir=workdir,
     )
 
@@ -106,7 +107,7 @@ def command_scenario(argv: tuple[str, ...], timeout: float | None, workdir: str 
     return Scenario(
         name=os.path.basename(program), function="", path=found, line=0, fixture=None,
         expect={DEFAULT_VARIANT: "passed"}, timeout=timeout or DEFAULT_TIMEOUT, repeat={"*": 1},
-        description=f"command {shlex.join(argv)}", kind="command", argv=tuple(argv), workdir=workdir,
+        description=f"command {shlex.join(argv)}", kind=RunKind.COMMAND, argv=tuple(argv), workdir=workdir,
     )
 
 
@@ -115,17 +116,17 @@ class PlainTarget:
     """A plain target as the command line gives it, Python's way: ``script.py ARGS``, ``-m MODULE ARGS``,
     ``-c CODE ARGS`` or ``-- COMMAND ARGS`` (everything after the target is the target's)."""
 
-    kind: str  # "script", "module", "code" or "command"
+    kind: RunKind  # one of PLAIN_KINDS
     value: str  # the script as typed, the module, the code; a command's program
     args: tuple[str, ...] = ()
 
     def scenario(self, timeout: float | None, workdir: str) -> Scenario:
-        if self.kind == "script":
+        if self.kind is RunKind.SCRIPT:
             path = Path(workdir, self.value) if workdir else Path(self.value)
             return script_scenario(path, timeout, (self.value, *self.args), workdir)
-        if self.kind == "module":
+        if self.kind is RunKind.MODULE:
             return module_scenario(self.value, timeout, self.args, workdir)
-        if self.kind == "code":
+        if self.kind is RunKind.CODE:
             return code_scenario(self.value, timeout, self.args, workdir)
         return command_scenario((self.value, *self.args), timeout, workdir)
 

@@ -42,6 +42,7 @@ from lifeguard.child.fork_schedule import FORK_WINDOW, FORKS
 from lifeguard.errors import UsageError
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import RunResult, SeriesSummary
+from lifeguard.model.run import RunKind
 from lifeguard.model.scenario import DEFAULT_VARIANT, Scenario
 from lifeguard.model.survey import NOT_EXERCISED, ForkSeen, ProbeRecord, ThreadSeen
 from lifeguard.plan.scheduler import PlanOptions
@@ -166,7 +167,7 @@ def probe_scenarios(module: str, kinds: Sequence[str], folder: Path, *, hook: di
     path, lines = write_probe_file(folder, module, kinds, hook=hook, check=check, paths=paths, timeout=timeout)
     return [Scenario(name=f"probe-{kind}[{module}]", function=BODY_FUNCTIONS[kind], path=str(path),
                      line=lines[kind], fixture=None, expect={DEFAULT_VARIANT: "passed"}, timeout=timeout,
-                     repeat={"*": repeat}, description=f"{kind} probe: {PROBES[kind]}", kind="function",
+                     repeat={"*": repeat}, description=f"{kind} probe: {PROBES[kind]}", kind=RunKind.FUNCTION,
                      replay="")
             for kind in kinds]
 

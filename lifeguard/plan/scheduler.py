@@ -125,12 +125,12 @@ def exit_mode_for(item: Scenario, interp: Interpreter, mode: str,
     interpreter under "auto", full finalization when the fork-server is forced.
     A fork-server child that skipped finalization would pass such a scenario falsely.
     """
-    if mode == "fresh" or (mode == "auto" and not item.fork_server) or item.kind == "command":
+    if mode == "fresh" or (mode == "auto" and not item.fork_server) or item.kind is RunKind.COMMAND:
         return StartMode.FRESH  # a command is an executable of its own: nothing to fork it from
     if any(p in START_PERTURBATIONS for p in perturbations):
         return StartMode.FRESH  # -X dev and PYTHONMALLOC act at interpreter start, which a fork skips
     exit_bound = any(item.expectation(v, interp.short_version).phase is Phase.EXIT for v in item.variants)
-    if item.kind != "function":
+    if item.kind is not RunKind.FUNCTION:
         exit_bound = True  # scripts and -c code: nothing says their exit is uninteresting
     if exit_bound:
         return StartMode.FRESH if mode == "auto" else StartMode.FORK_FULL
@@ -140,13 +140,13 @@ def exit_mode_for(item: Scenario, interp: Interpreter, mode: str,
 def target_words(item: Scenario) -> list[str]:
     """How ``lifeguard run`` names a scenario's target on its command line, last (a plain target's
     arguments follow it)."""
-    if item.kind == "code":
+    if item.kind is RunKind.CODE:
         return ["-c", item.code or "", *item.argv[1:]]
-    if item.kind == "module":
+    if item.kind is RunKind.MODULE:
         return ["-m", item.module, *item.argv[1:]]
-    if item.kind == "command":
+    if item.kind is RunKind.COMMAND:
         return ["--", *item.argv]
-    if item.kind == "script":
+    if item.kind is RunKind.SCRIPT:
         return [*item.argv] if item.argv else [item.path]
     return [f"{item.path}::{item.name}"]
 

@@ -14,6 +14,7 @@ from lifeguard.build import build_fixture
 from lifeguard.errors import LifeguardError, MarkerError
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Session
+from lifeguard.model.run import RunKind
 from lifeguard.model.scenario import DEFAULT_TIMEOUT, Scenario
 from lifeguard.model.survey import NOT_EXERCISED, ProbeRecord
 from lifeguard.model.validate import positive_count, positive_seconds
@@ -137,7 +138,7 @@ class LifeguardFixture:
             return [Scenario(name=getattr(func, "__name__", "function"), function=BODY_FUNCTION, path=str(body),
                              line=func.__code__.co_firstlineno, fixture=fixture,
                              expect={v: "passed" for v in variants}, timeout=seconds, repeat={"*": runs},
-                             description=where, kind="function", replay="", fixture_near=str(near))]
+                             description=where, kind=RunKind.FUNCTION, replay="", fixture_near=str(near))]
 
         return self._run("function", make)
 

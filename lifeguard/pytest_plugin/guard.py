@@ -33,7 +33,7 @@ from lifeguard.model.result import RunResult
 from lifeguard.model.run import RunKind, RunSpec, StartMode
 from lifeguard.model.scenario import DEFAULT_TIMEOUT, DEFAULT_VARIANT, Scenario
 from lifeguard.pytest_plugin.session_report import SessionRecord
-from lifeguard.pytest_plugin.settings import Settings, runs_in_shard
+from lifeguard.pytest_plugin.settings import GuardMode, Settings, runs_in_shard
 from lifeguard.pytest_plugin.verdicts import (
     failure_text,
     interpreter,
@@ -107,7 +107,7 @@ def scenario_for(item: pytest.Item, timeout: float, repeat: int) -> Scenario:
     replay = f"{shlex.quote(sys.executable)} -m pytest {shlex.quote(nodeid)} --lifeguard"
     return Scenario(name=nodeid, function=getattr(item, "originalname", item.name), path=path, line=line,
                     fixture=None, expect={DEFAULT_VARIANT: "passed"}, timeout=timeout, repeat={"*": repeat},
-                    description=nodeid, kind="function", replay=replay)
+                    description=nodeid, kind=RunKind.FUNCTION, replay=replay)
 
 
 def _body(item: pytest.Item, run_dir: Path, runtest: Callable[[], object]) -> Callable[[], int]:
@@ -213,11 +213,11 @@ def run_guarded(item: pytest.Item, runtest: Callable[[], object], settings: Sett
     if pytest_timeout is not None:
         timeout = min(timeout, pytest_timeout)
     repeat = settings.repeat or 1
-    if settings.mode == "fresh":  # asked for: a test that cannot run so is refused, naming why
+    if settings.mode is GuardMode.FRESH:  # asked for: a test that cannot run so is refused, naming why
         _run_fresh(item, settings, record, timeout, repeat)
         return
     threads = foreign_threads()
-    if settings.mode == "auto" and threads and fresh_refusal(item) is None:
+    if settings.mode is GuardMode.AUTO and threads and fresh_refusal(item) is None:
         _run_fresh(item, settings, record, timeout, repeat)
         return
     note = ""

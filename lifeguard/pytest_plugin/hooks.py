@@ -173,7 +173,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if settings is None or (settings.shard is None and settings.report_dir is None):
         return
     text = "\n".join(sorted(item.nodeid for item in session.items))
-    text += repr((settings.repeat, settings.timeout, settings.mode, settings.guard_all))
+    text += repr((settings.repeat, settings.timeout, settings.mode.value, settings.guard_all))
     session.config.stash[PLAN_KEY] = text_digest(text, 16)
 
 

@@ -25,6 +25,7 @@ from lifeguard.build import build_fixture
 from lifeguard.errors import MarkerError
 from lifeguard.model.outcomes import Verdict
 from lifeguard.model.result import Session
+from lifeguard.model.run import RunKind
 from lifeguard.model.scenario import (
     DEFAULT_VARIANT,
     Scenario,
@@ -158,7 +159,7 @@ def run_marked_test(item: pytest.Function, options: MarkerOptions, settings: Set
             name=item.nodeid, function=BODY_FUNCTION, path=str(body), line=_line_of(item), fixture=options.fixture,
             expect=options.expect, timeout=timeout,
             repeat=options.effective_repeat(settings.repeat),
-            description=item.nodeid, kind="function", replay="", fixture_near=str(item.path.parent),
+            description=item.nodeid, kind=RunKind.FUNCTION, replay="", fixture_near=str(item.path.parent),
             deadline_from_body=True,
         )
         session = run_engine([scenario], folders,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lifeguard.model.run import Choice
 from lifeguard.model.validate import positive_count, positive_seconds, shard
 
 # One help text per setting, shared by the command-line option and its ini twin.
@@ -35,7 +36,15 @@ SHARD_HELP = ("run shard K of N of every guarded or marked test's runs (each tes
               "over the shards; a test with none here is skipped); `lifeguard merge` combines the shards' "
               "--lifeguard-report folders")
 
-MODES = ("auto", "fork", "fresh")
+class GuardMode(Choice):
+    """``--lifeguard-mode``: how an unmarked test runs under --lifeguard."""
+
+    AUTO = "auto"  # forked from pytest's process; in a fresh interpreter while other threads run there
+    FORK = "fork"  # always forked
+    FRESH = "fresh"  # always in a fresh interpreter
+
+
+MODES = tuple(mode.value for mode in GuardMode)
 
 
 MARKER_HELP = (
@@ -56,7 +65,7 @@ class Settings:
     repeat: int | None = None
     report_dir: Path | None = None
     guard_all: bool = False  # --lifeguard: every test, not only marked ones
-    mode: str = "auto"
+    mode: GuardMode = GuardMode.AUTO
     shard: tuple[int, int] | None = None  # --lifeguard-shard K/N
 
 
@@ -101,8 +110,8 @@ def read_settings(config: pytest.Config) -> Settings:
         part = shard(shard_text, source) if shard_text is not None else None
     except ValueError as exc:
         raise pytest.UsageError(f"lifeguard: {exc}") from None
-    return Settings(timeout=seconds, repeat=runs, report_dir=folder, guard_all=guard_all, mode=mode or "auto",
-                    shard=part)
+    return Settings(timeout=seconds, repeat=runs, report_dir=folder, guard_all=guard_all,
+                    mode=GuardMode(mode or GuardMode.AUTO), shard=part)
 
 
 def shard_of_test(nodeid: str, part: tuple[int, int] | None) -> tuple[int, int] | None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from lifeguard import __version__
 from lifeguard.model.outcomes import Expectation, Outcome, Phase, Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, Session, series_label
+from lifeguard.model.run import RunKind
 from lifeguard.model.scenario import Scenario
 from lifeguard.report.escape import for_html, for_xml
 from lifeguard.report.html_charts import (
@@ -110,13 +111,13 @@ def what_ran(scenario: Scenario | None) -> str:
     """The code or command a series ran, as the user would type or read it."""
     if scenario is None:
         return ""
-    if scenario.kind == "code":
+    if scenario.kind is RunKind.CODE:
         return scenario.code or ""
-    if scenario.kind == "module":
+    if scenario.kind is RunKind.MODULE:
         return shlex.join(["python", "-m", scenario.module, *scenario.argv[1:]])
-    if scenario.kind == "script":
+    if scenario.kind is RunKind.SCRIPT:
         return shlex.join(["python", *scenario.argv]) if scenario.argv else scenario.path
-    if scenario.kind == "command":
+    if scenario.kind is RunKind.COMMAND:
         return shlex.join(scenario.argv)
     return _body_source(scenario)
 
