@@ -740,6 +740,27 @@ def case_moved_daemon(tmp: Path) -> tuple[bool, str]:
     return done.returncode == 1 and not left, f"rc {done.returncode}, daemon {'ALIVE' if left else 'killed'}"
 
 
+def _dies_with_lifeguard(target: list[str], membership: str, pid_file: Path) -> bool:
+    """Run ``target`` under lifeguard until the process it names in ``pid_file`` is up, give the supervisor a
+    second of looks, SIGKILL lifeguard alone: is that process gone within 5 s?"""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LIFEGUARD_MEMBERSHIP=membership)
+    supervisor = subprocess.Popen([sys.executable, "-m", "lifeguard", "run", "--no-native", "--timeout", "120",
+                                   *target], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True)
+    pid = 0
+    try:
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() != "", 60)
+        pid = int(pid_file.read_text())
+        time.sleep(1.0)  # the supervisor's next looks (four a second)
+        os.kill(supervisor.pid, signal.SIGKILL)
+        supervisor.wait(30)
+        return wait_for(lambda: not alive(pid), 5)
+    finally:
+        with contextlib.suppress(OSError):
+            os.killpg(supervisor.pid, signal.SIGKILL)
+        kill_all([pid] if pid else [])
+
+
 @case("left behind", "a run kills the watchdog, then lifeguard is SIGKILLed")
 def case_watchdog_killed(tmp: Path) -> tuple[bool, str]:
     ready = tmp / "ready"
@@ -751,22 +772,7 @@ def case_watchdog_killed(tmp: Path) -> tuple[bool, str]:
                f"    if b'watchdog' in argv and ppid == os.getppid():\n        os.kill(int(p), signal.SIGKILL)\n"
                f"if os.fork() == 0:\n    os.setsid()\n    open({str(ready)!r}, 'w').write(str(os.getpid()))\n"
                f"    time.sleep(1000)\ntime.sleep(1000)\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), LIFEGUARD_MEMBERSHIP="cgroup")
-    supervisor = subprocess.Popen([sys.executable, "-m", "lifeguard", "run", "--no-native", "--timeout", "120", "-c",
-                                   program], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  start_new_session=True)
-    grandchild = 0
-    try:
-        wait_for(lambda: ready.exists() and ready.read_text() != "", 60)
-        grandchild = int(ready.read_text())
-        time.sleep(1.0)  # the supervisor's next looks: a new watchdog, if it starts one
-        os.kill(supervisor.pid, signal.SIGKILL)
-        supervisor.wait(30)
-        gone = wait_for(lambda: not alive(grandchild), 5)
-    finally:
-        with contextlib.suppress(OSError):
-            os.killpg(supervisor.pid, signal.SIGKILL)
-        kill_all([grandchild] if grandchild else [])
+    gone = _dies_with_lifeguard(["-c", program], "cgroup", ready)
     return gone, f"grandchild {'killed' if gone else 'ALIVE'} after lifeguard's SIGKILL"
 
 
@@ -776,23 +782,9 @@ def case_ancestry_daemon(tmp: Path) -> tuple[bool, str]:
     program = (f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
                f"        os.execve('/bin/sh', ['sh', '-c', 'echo $$ > {pid_file} && exec sleep 1000'], {{}})\n"
                f"    os._exit(0)\ntime.sleep(1000)\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), LIFEGUARD_MEMBERSHIP="subreaper")  # as pytest --lifeguard's runs
-    supervisor = subprocess.Popen([sys.executable, "-m", "lifeguard", "run", "--no-native", "--timeout", "120", "--",
-                                   sys.executable, "-c", program], env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, start_new_session=True)
-    daemon = 0
-    try:
-        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() != "", 60)
-        daemon = int(pid_file.read_text())
-        time.sleep(1.0)  # the supervisor's next looks (four a second) find it
-        os.kill(supervisor.pid, signal.SIGKILL)
-        supervisor.wait(30)
-        gone = wait_for(lambda: not alive(daemon), 5)
-    finally:
-        with contextlib.suppress(OSError):
-            os.killpg(supervisor.pid, signal.SIGKILL)
-        kill_all([daemon] if daemon else [])
+    gone = _dies_with_lifeguard(["--", sys.executable, "-c", program], "subreaper", pid_file)  # as pytest's runs
     return gone, f"daemon {'killed' if gone else 'ALIVE'} after lifeguard's SIGKILL"
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -189,20 +189,14 @@ def test_a_daemon_found_by_ancestry_dies_with_the_supervisor(tmp_path: Path, pac
     kills it when the supervisor vanishes (here: the watchdog's pipe closes with the run still registered, as
     at a SIGKILL). This test's process is the supervisor (it becomes a subreaper, as earlier ones made it)."""
     import sys
+    import textwrap
 
     from lifeguard.run.containment import Containment
+    from tests.integration.test_membership import ESCAPES
 
     pid_file = tmp_path / "daemon.pid"
-    program = f"""
-import os, time
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        announce = "echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 1000"
-        os.execve("/bin/sh", ["sh", "-c", announce], {{}})
-    os._exit(0)
-time.sleep(1000)
-"""
+    daemon_code = textwrap.dedent(ESCAPES["double-fork-execve-empty-env"].format(pid_file=pid_file))
+    program = f"import os, time\n{daemon_code}\ntime.sleep(1000)\n"
     owner = Containment(prefer="subreaper")
     run = owner.for_run(os.urandom(8).hex(), by_ancestry=True)
     root = subprocess.Popen([sys.executable, "-c", program], preexec_fn=os.setpgrp)  # a run leads its group
