@@ -11,6 +11,9 @@ EXIT_UNEXPECTED = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130
+# A plain target run alone (a CI step) exits with the program's own code unless lifeguard found a lifetime
+# problem: then this one, outside pytest's 0-5, sysexits' 64-78, the sanitizers' 23 and 66 and the shell's 126+.
+EXIT_LIFETIME = 86
 
 
 class LifeguardError(Exception):

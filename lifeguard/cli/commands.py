@@ -30,13 +30,12 @@ from lifeguard.cli.probe import Probe
 from lifeguard.cli.survey import SurveyCommand
 from lifeguard.errors import EXIT_OK, EXIT_USAGE, ArgumentError
 from lifeguard.interpreter import resolve
-from lifeguard.model.result import Session
 from lifeguard.model.run import MODES
 from lifeguard.model.scenario import DEFAULT_VARIANT, VARIANTS, Scenario, unique_selection
 from lifeguard.plan.discover import PlainTarget, discover, is_plain_script, select
 from lifeguard.plan.perturbations import PERTURBATIONS
 from lifeguard.plan.scheduler import PlanOptions, build_all, series_of
-from lifeguard.report.terminal import COLOR_CHOICES, COLOR_HELP, exited_on_its_own
+from lifeguard.report.terminal import COLOR_CHOICES, COLOR_HELP
 from lifeguard.run import headstart
 from lifeguard.session.setup import SessionSetup, exit_code, run_session
 
@@ -158,15 +157,15 @@ class Run(Selecting):
                               shard=args.shard, base_seed=headstart.base_seed(args.base_seed))
         several = sum(s.is_plain for s in scenarios) > 1 or (args.repeat or 1) > 1 or args.until_fail \
             or bool(args.duration)
+        alone = bool(getattr(args, "plain", None)) and not args.expect and not several and len(scenarios) == 1
         setup = SessionSetup(interpreter, jobs=args.jobs, verbose=args.verbose, report_dir=args.report,
                              native=not args.no_native, quiet=args.quiet, live_prefix=several,
-                             color=args.color, scheduler=args.scheduler)
+                             color=args.color, scheduler=args.scheduler, alone=alone)
         session = run_session(scenarios, options, setup)
         head = headstart.made()
         if args.verbose and head is not None:
             print(f"lifeguard: head start of {head.name}: {head.outcome}", file=sys.stderr)
-        own = program_exit_code(session) if getattr(args, "plain", None) and not args.expect else None
-        return own if own is not None else exit_code(session)
+        return exit_code(session, alone=alone)
 
     @staticmethod
     def expecting(scenarios: list[Scenario], expected: str) -> list[Scenario]:
@@ -175,15 +174,6 @@ class Run(Selecting):
             raise ArgumentError("--expect applies to plain targets (script.py, -m, -c, -- COMMAND); scenarios "
                                 "declare their own expectations in @lifeguard.scenario(expect=...)")
         return [replace(s, expect={DEFAULT_VARIANT: expected}) if s.is_plain else s for s in scenarios]
-
-
-def program_exit_code(session: Session) -> int | None:
-    """A program run alone that failed by its own exit code (pytest's 1 for failed tests): that code.
-    None when lifeguard's own exit code applies (a crash, a hang, corruption, processes left behind)."""
-    if session.interrupted or session.finished != 1 or len(session.scenarios) != 1 or not session.results:
-        return None  # (a run that passed is not kept: it did not fail by its exit code either)
-    result = session.results[0]
-    return result.exit_code if exited_on_its_own(result) else None
 
 
 class List(Selecting):

@@ -10,14 +10,14 @@ from lifeguard.run.sink import Sink
 
 
 def sinks_for(*, terminal: bool, verbose: bool = False, report_dir: Path | None = None, quiet: bool = False,
-              live: bool = False, color: str = "auto") -> list[Sink]:
+              live: bool = False, color: str = "auto", alone: bool = False) -> list[Sink]:
     """The terminal (unless ``terminal`` is false) and the report folder (when given: created, or refused in
     one line when it cannot be written)."""
     sinks: list[Sink] = []
     if terminal:
         from lifeguard.report.terminal import TerminalSink  # not for the pytest plugin, which has pytest's
 
-        sinks.append(TerminalSink(verbose=verbose, quiet=quiet, live=live, color=color))
+        sinks.append(TerminalSink(verbose=verbose, quiet=quiet, live=live, color=color, alone=alone))
     if report_dir is not None:
         from lifeguard.report.files import ReportDirSink  # json, the html and junit writers: only when asked
 

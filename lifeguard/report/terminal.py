@@ -13,6 +13,7 @@ import time
 from typing import TextIO
 
 from lifeguard import __version__
+from lifeguard.errors import EXIT_LIFETIME
 from lifeguard.model.outcomes import Expectation, Outcome, Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, Session, series_label
 from lifeguard.report.escape import for_terminal
@@ -73,17 +74,19 @@ class TerminalSink:
 
     ``quiet``: the results only (no header, no progress). ``live``: plain targets' output is being shown
     as it comes (report.live), so no progress bar is drawn across it and their stdout/stderr tails are not
-    shown again.
+    shown again. ``alone``: one plain target run once without --expect, whose own failing exit code is the
+    program's verdict, not an unexpected one (session.setup.exit_code).
     """
 
     def __init__(self, stream: TextIO | None = None, verbose: bool = False, *, quiet: bool = False,
-                 live: bool = False, color: str = "auto") -> None:
+                 live: bool = False, color: str = "auto", alone: bool = False) -> None:
         self.stream = stream or sys.stdout
         self.out = SafeOutput(self.stream)
         self.color = use_color(color, self.out)
         self.verbose = verbose
         self.quiet = quiet
         self.live = live
+        self.alone = alone  # one plain target run once: its own exit code is lifeguard's (session.setup)
         self.done = 0
         self.shown: set[tuple[str, str]] = set()  # series whose line is out (series_done)
         self.total: int | None = 0
@@ -102,7 +105,7 @@ class TerminalSink:
     def print_marked(self, line: str) -> None:
         """A series line, its leading ok / FAIL / skip mark coloured."""
         text = for_terminal(line)
-        for mark, colour in (("ok ", _GREEN), ("FAIL", _RED), ("skip", _YELLOW)):
+        for mark, colour in (("ok ", _GREEN), ("FAIL", _RED), ("skip", _YELLOW), ("exit", _YELLOW)):
             if text.startswith(mark):
                 text = self.paint(mark, colour) + text[len(mark):]
                 break
@@ -188,8 +191,22 @@ class TerminalSink:
                 self.out.write("\r\x1b[K")  # over the progress line, which the next run writes again
             self._series_lines(summary)
 
+    def _own_exit(self, summary: SeriesSummary) -> RunResult | None:
+        """The run of a program run alone that failed only by its own exit code (pytest's failed tests)."""
+        result = summary.first_unexpected
+        return result if self.alone and result is not None and exited_on_its_own(result) else None
+
     def _series_lines(self, summary: SeriesSummary) -> None:
         self.shown.add((summary.scenario, summary.variant))
+        own = self._own_exit(summary)
+        if own is not None:
+            # The program's own verdict, which its output said: lifeguard exits with its code.
+            self.print_marked(f"exit {series_label(summary.scenario, summary.variant)}  exited with code "
+                              f"{own.exit_code} on its own: no crash, hang, corruption or process left behind")
+            if not self.live and own.stderr_tail.strip():
+                self.print("--- stderr (tail) ---\n" + "\n".join(own.stderr_tail.rstrip().splitlines()[-10:]))
+            self.print(f"       evidence: {own.run_dir}")
+            return
         self.print_marked(summary_line(summary))
         if summary.verdict is Verdict.EXPECTED:
             # A failure that was expected (a buggy variant, a reproduction): say what explains it.
@@ -213,9 +230,12 @@ class TerminalSink:
                 self.print_marked(f"skip {series_label(summary.scenario, summary.variant)}  not run: {why}")
                 continue
             self._series_lines(summary)
+        own = None
         for summary in session.summaries:
             if summary.verdict is Verdict.EXPECTED or summary.first_unexpected is None or not summary.runs:
                 continue
+            if (own := self._own_exit(summary)) is not None:
+                continue  # said in its series line
             self.print(f"\n=== {series_label(summary.scenario, summary.variant)} expected {summary.expected} ===")
             self.print(self._evidence(summary.first_unexpected, summary.scenario in plain))
         shown = {_key(s.first_unexpected) for s in session.summaries
@@ -223,6 +243,10 @@ class TerminalSink:
         self._own_errors(session, shown)
         bad = sum(1 for s in session.summaries if s.verdict is Verdict.UNEXPECTED and s.runs)
         state = "interrupted" if session.interrupted else ("all as expected" if not bad else f"{bad} unexpected")
+        if own is not None and not session.interrupted:
+            state = f"the program's own exit code {own.exit_code}, nothing lifetime-related"
+        elif self.alone and bad and not session.interrupted:
+            state += f": a lifetime problem (exit code {EXIT_LIFETIME})"
         errors = sum(s.counts.get(Outcome.ERROR.value, 0) for s in session.summaries)
         if errors:
             state += f", {plural(errors)} failed by lifeguard's own error"
@@ -232,8 +256,9 @@ class TerminalSink:
             state += f", stopped early: {session.failure}"
         good = not bad and not session.interrupted and not session.failure
         self.print()
+        colour = _GREEN if good else (_YELLOW if own is not None else _RED)
         self.out.write(f"{plural(session.finished)} in {session.duration:.1f}s: "
-                       + self.paint(for_terminal(state), _GREEN if good else _RED) + "\n")
+                       + self.paint(for_terminal(state), colour) + "\n")
 
     def _own_errors(self, session: Session, shown: set[tuple[str, str, int]]) -> None:
         """Every run lifeguard itself failed that the session kept, one line each (the first one's traceback
@@ -253,8 +278,8 @@ class TerminalSink:
 
     def _evidence(self, result: RunResult, plain: bool) -> str:
         if plain and exited_on_its_own(result):
-            # A wrapped program's own failure (pytest's failed tests): its output said why; lifeguard saw
-            # nothing lifetime-related, and exits with the program's code when it ran alone.
+            # A wrapped program's own failure (pytest's failed tests) in a session of several runs: its output
+            # said why; lifeguard saw nothing lifetime-related.
             lines = [f"{result}: {result.reason}",
                      f"exited with code {result.exit_code} on its own: no crash, hang, corruption or process "
                      "left behind"]

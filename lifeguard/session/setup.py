@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lifeguard.build import cache_dir, unwritable_cache
-from lifeguard.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNEXPECTED, BuildCacheError
+from lifeguard.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_LIFETIME,
+    EXIT_OK,
+    EXIT_UNEXPECTED,
+    BuildCacheError,
+)
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Session
@@ -23,7 +30,7 @@ from lifeguard.model.scenario import Scenario, check_unique_names
 from lifeguard.plan.scheduler import PlanOptions
 from lifeguard.report.live import TerminalEcho
 from lifeguard.report.sinks import sinks_for
-from lifeguard.report.terminal import TerminalSink
+from lifeguard.report.terminal import TerminalSink, exited_on_its_own
 from lifeguard.run.engine import Engine
 from lifeguard.run.launch import child_path_dir
 from lifeguard.run.supervise import CaptureHook
@@ -46,6 +53,7 @@ class SessionSetup:
     color: str = "auto"  # --color: auto (report.terminal.use_color), yes, no
     keep_all_runs: bool = False  # Session.results holds every run, not only the evidence (Engine)
     scheduler: str | None = None  # a Dask scheduler's address: the runs go to its workers (run.cluster)
+    alone: bool = False  # one plain target run once, no --expect (a CI step): exit codes of exit_code(alone=True)
 
 
 def run_session(scenarios: Sequence[Scenario], options: PlanOptions, setup: SessionSetup) -> Session:
@@ -59,7 +67,7 @@ def run_session(scenarios: Sequence[Scenario], options: PlanOptions, setup: Sess
     runs_dir = setup.runs_dir or (report_dir / "runs" if report_dir is not None else None)
     live = setup.terminal and not setup.quiet and any(s.is_plain for s in scenarios)
     sinks = sinks_for(terminal=setup.terminal, verbose=setup.verbose, report_dir=report_dir, quiet=setup.quiet,
-                      live=live, color=setup.color)
+                      live=live, color=setup.color, alone=setup.alone)
     terminal = next((s for s in sinks if isinstance(s, TerminalSink)), None)
     hooks: tuple[CaptureHook, ...] = (capture_hang,) if setup.native else ()
     cluster = None
@@ -82,11 +90,20 @@ def run_session(scenarios: Sequence[Scenario], options: PlanOptions, setup: Sess
             cluster.close()
 
 
-def exit_code(session: Session) -> int:
+def exit_code(session: Session, *, alone: bool = False) -> int:
     """0 every verdict expected, 1 some unexpected, 3 lifeguard failed a run (outcome ``error``: whatever
-    the verdicts say, they rest on a run lifeguard could not judge), 130 interrupted."""
+    the verdicts say, they rest on a run lifeguard could not judge), 130 interrupted.
+
+    ``alone`` (one plain target run once without --expect, as a CI step wraps pytest): the program's own exit
+    code when it only failed by it (pytest's 1 for failed tests), EXIT_LIFETIME when lifeguard found a lifetime
+    problem (a crash, a hang, corruption, processes left behind), so that a script can tell the two apart."""
     if session.interrupted:
         return EXIT_INTERRUPTED
     if any(result.outcome is Outcome.ERROR for result in session.results):
         return EXIT_INTERNAL
-    return EXIT_OK if session.all_expected else EXIT_UNEXPECTED
+    if session.all_expected:
+        return EXIT_OK
+    if alone and session.finished == 1 and len(session.scenarios) == 1 and len(session.results) == 1:
+        result = session.results[0]
+        return result.exit_code if exited_on_its_own(result) and result.exit_code else EXIT_LIFETIME
+    return EXIT_UNEXPECTED

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from lifeguard.capture.bounded import run_bounded
+from lifeguard.errors import EXIT_LIFETIME
 from lifeguard.run.supervise import CAPTURE_BUDGET, DEFAULT_OUTPUT_CAP
 from tests.helpers import ROOT, Pace, load_report, pid_alive, real_python, run_cli, wait_for
 
@@ -89,7 +90,7 @@ time.sleep(1000)
                    timeout=timeout + CAPTURE_BUDGET + 120)
     took = time.monotonic() - started
     assert ready.exists(), done.stderr  # all 200 were up before the deadline
-    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.returncode == EXIT_LIFETIME, done.stdout[-2000:] + done.stderr[-2000:]
     run = load_report(report)["runs"][0]
     assert run["outcome"] == "hung", run
     assert run["duration"] <= timeout + CAPTURE_BUDGET, run["duration"]

@@ -1,6 +1,6 @@
 """A CI step under guard: `lifeguard run -m pytest ...` (or `-- pytest ...`) shows pytest's own output, exits
 with pytest's own code when nothing lifetime-related happened, and fails with lifeguard's outcome, phase,
-stacks and findings when pytest crashes or hangs after its summary."""
+stacks and findings, and its own exit code (EXIT_LIFETIME), when pytest crashes or hangs after its summary."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from lifeguard.errors import EXIT_LIFETIME
 from tests.helpers import Pace, load_report, pid_alive, real_python, run_cli, run_pids
 
 pytestmark = pytest.mark.timeout(240)
@@ -47,6 +48,10 @@ def test_failed_tests_give_pytests_own_exit_code(tmp_path: Path) -> None:
     proc = run_cli("run", "--report", str(tmp_path / "r"), "--", pytest_script, *PYTEST_ARGS, cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # pytest's 1: tests failed, nothing else
     assert "1 failed, 2 passed" in proc.stdout and "exited with code 1 on its own" in proc.stdout
+    # pytest's verdict, not an unexpected one of lifeguard's: a CI log's last line says so.
+    last = proc.stdout.rstrip().splitlines()[-1]
+    assert "the program's own exit code 1, nothing lifetime-related" in last, proc.stdout
+    assert "unexpected" not in proc.stdout and not any(line.startswith("FAIL ") for line in proc.stdout.splitlines())
     run = only_run(tmp_path / "r")
     assert (run["outcome"], run["exit_code"], run["signal"]) == ("failed", 1, None)
 
@@ -55,8 +60,9 @@ def test_a_suite_that_passes_then_crashes_at_exit(tmp_path: Path) -> None:
     suite(tmp_path, conftest="import atexit, os\n\natexit.register(os.abort)  # after the summary: SIGABRT\n")
     report = tmp_path / "r"
     proc = run_cli("run", "--report", str(report), "-m", "pytest", *PYTEST_ARGS, cwd=tmp_path)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_LIFETIME, proc.stdout + proc.stderr  # not pytest's 1 for failed tests
     assert "2 passed" in proc.stdout  # pytest's summary, live, before the crash
+    assert f"a lifetime problem (exit code {EXIT_LIFETIME})" in proc.stdout.rstrip().splitlines()[-1]
     run = only_run(report)
     assert (run["outcome"], run["phase"], run["signal_name"]) == ("crashed", "exit", "SIGABRT"), run["reason"]
     crashed = [p for p in run["backtraces"] if p["signal"]]
@@ -81,7 +87,7 @@ def test_a_suite_that_hangs_at_exit(tmp_path: Path, pace: Pace) -> None:
     report = tmp_path / "r"
     proc = run_cli("run", "--timeout", pace.deadline_text(HANG_AT_LEAST), "--report", str(report), "-m", "pytest",
                    *PYTEST_ARGS, cwd=tmp_path)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_LIFETIME, proc.stdout + proc.stderr
     assert "2 passed" in proc.stdout
     run = only_run(report)
     assert (run["outcome"], run["phase"]) == ("hung", "exit"), run["reason"]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lifeguard.errors import EXIT_LIFETIME
 from tests.helpers import load_report, run_cli
 
 TWO = '''
@@ -150,7 +151,7 @@ def test_plain_script_and_code(tmp_path: Path) -> None:
     bad = tmp_path / "bad_script.py"
     bad.write_text("import os\nos.abort()\n")
     proc = run_cli("run", str(bad))
-    assert proc.returncode == 1 and "crashed" in proc.stdout
+    assert proc.returncode == EXIT_LIFETIME and "crashed" in proc.stdout
     proc = run_cli("run", "-c", "import sys; sys.exit(4)")
     # Run alone, a program that fails by its own exit code (nothing lifetime-related): lifeguard exits with it.
     assert proc.returncode == 4 and "exit code 4" in proc.stdout

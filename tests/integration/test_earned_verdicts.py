@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from lifeguard.errors import EXIT_LIFETIME
 from tests.helpers import load_report, run_cli
 from tests.integration.pytester_support import INNER_SESSION_TIMEOUT
 
@@ -49,7 +50,7 @@ def test_a_scenario_body_that_calls_os_exit_0_fails_in_its_body(scenario_file, t
     assert "os._exit(0) called at " in run["reason"] and "exits_half_way" in run["reason"]
 
 
-def _run_script(tmp_path: Path, source: str, *options: str, exit_code: int = 1) -> dict:
+def _run_script(tmp_path: Path, source: str, *options: str, exit_code: int = EXIT_LIFETIME) -> dict:
     """`lifeguard run [OPTIONS] script.py` on ``source``: its one run, the CLI's exit code checked."""
     script = tmp_path / "script.py"
     script.write_text(source)
@@ -84,7 +85,7 @@ ctypes.string_at(0)
 
 
 def test_a_forged_body_end_does_not_move_a_crash_in_the_body_to_exit(tmp_path: Path) -> None:
-    run = _run_script(tmp_path, FORGED_BODY_END, "--expect", "crashed@exit")  # the forger's aim fails: exit 1
+    run = _run_script(tmp_path, FORGED_BODY_END, "--expect", "crashed@exit", exit_code=1)  # the forger's aim fails
     assert (run["outcome"], run["phase"]) == ("crashed", "run")
     assert any("the run's own events said exit" in note for note in run["notes"])
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from lifeguard.capture import gdb_available
+from lifeguard.errors import EXIT_LIFETIME
 from tests.helpers import ROOT, Pace, load_report, pid_alive, run_cli, run_pids
 
 needs_gdb = pytest.mark.skipif(gdb_available() is None, reason="gdb is not installed (lifeguard doctor)")
@@ -43,7 +44,7 @@ def test_new_user_program_lock_held_across_fork(tmp_path: Path, pace: Pace) -> N
     script = tmp_path / "lock_fork.py"
     script.write_text(LOCK_FORK)
     proc = run_cli("run", "--timeout", pace.deadline_text(HANG_AT_LEAST), "--report", str(tmp_path / "r"), str(script))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_LIFETIME, proc.stdout + proc.stderr
     run = load_report(tmp_path / "r")["runs"][0]
     assert (run["outcome"], run["phase"]) == ("hung", "fork-child")
     finding = run["findings"][0]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from lifeguard.errors import EXIT_LIFETIME
 from lifeguard.proc import cgroups
 from tests.helpers import Pace, load_report, pid_alive, run_cli
 
@@ -210,7 +211,7 @@ while time.monotonic() < deadline:
     done = run_cli("run", "--report", str(report), "--no-native", str(script))
     child = int(ready.read_text())
     try:
-        assert done.returncode == 1, done.stdout + done.stderr
+        assert done.returncode == EXIT_LIFETIME, done.stdout + done.stderr
         run = load_report(report)["runs"][0]
         assert run["reason"].startswith(f"left stopped processes after exit: {child} ("), run["reason"]
         assert run["reason"].endswith(", stopped)"), run["reason"]

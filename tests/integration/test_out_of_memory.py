@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from lifeguard.errors import EXIT_LIFETIME
 from tests.helpers import load_report, run_cli
 
 LIMIT = 100 * 2**20
@@ -58,7 +59,7 @@ def test_an_oom_kill_is_named_with_the_limit_not_a_crash(limited: Path, tmp_path
     report = tmp_path / "report"
     proc = run_cli("run", "--no-native", "--report", str(report), "-c", "hog = b'x' * (400 * 2**20)",
                    shell_setup=f"echo $$ > {limited / 'cgroup.procs'}")
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_LIFETIME, proc.stdout + proc.stderr
     [run] = load_report(report)["runs"]
     assert (run["outcome"], run["signal_name"]) == ("crashed", "SIGKILL")
     assert "most likely by the kernel's out-of-memory killer" in run["reason"] and run["oom_kills"] >= 1

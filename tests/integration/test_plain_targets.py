@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from lifeguard.errors import EXIT_LIFETIME
 from tests.helpers import Pace, load_report, pid_alive, real_python, run_cli, run_pids
 
 pytestmark = pytest.mark.timeout(240)
@@ -151,7 +152,7 @@ def test_a_shell_wrapper_around_a_python_that_hangs_in_a_forked_child(tmp_path: 
     report = tmp_path / "r"
     proc = run_cli("run", "--timeout", pace.deadline_text(HANG_AT_LEAST), "--report", str(report), "--", "./run.sh",
                    cwd=tmp_path)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_LIFETIME, proc.stdout + proc.stderr
     run = load_report(report)["runs"][0]
     assert (run["outcome"], run["phase"]) == ("hung", "fork-child"), run["reason"]
     forked = [e for e in run["events"] if e["event"] == "forked"]
@@ -191,7 +192,7 @@ def test_cores_land_in_the_run_folder_never_in_the_users(tmp_path: Path) -> None
     report = tmp_path / "r"
     proc = _under_unlimited_cores("run", "--keep-cores", "--report", str(report), "crash_at_exit.py",
                                   cwd=tmp_path)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_LIFETIME, proc.stdout + proc.stderr
     run = load_report(report)["runs"][0]
     assert (run["outcome"], run["phase"]) == ("crashed", "exit"), run["reason"]
     user_side = [p for p in cores_in(tmp_path) if report not in p.parents]
@@ -237,7 +238,7 @@ def test_a_command_without_threading_is_still_seen_finalizing(tmp_path: Path, ba
     report = tmp_path / "r"
     proc = _under_unlimited_cores("run", "--keep-cores", "--report", str(report), "--", bare_python, "tool.py",
                                   cwd=tmp_path)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_LIFETIME, proc.stdout + proc.stderr
     assert (tmp_path / "threading.txt").read_text() == "False"
     run = load_report(report)["runs"][0]
     assert (run["outcome"], run["phase"]) == ("crashed", "exit"), run["reason"]
@@ -262,7 +263,7 @@ def test_threading_imported_by_the_program_still_shows_its_exit_wait(tmp_path: P
     report = tmp_path / "r"
     proc = run_cli("run", "--no-native", "--timeout", str(pace.deadline(3)), "--report", str(report), "--",
                    bare_python, "tool.py", cwd=tmp_path)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_LIFETIME, proc.stdout + proc.stderr
     run = load_report(report)["runs"][0]
     assert (run["outcome"], run["phase"]) == ("hung", "exit"), run["reason"]
     assert any(e["event"] == "body-end" for e in run["events"])
@@ -273,7 +274,7 @@ def test_a_crash_before_exit_in_the_users_folder_leaves_no_core(tmp_path: Path) 
     (tmp_path / "crash_now.py").write_text("import ctypes\nctypes.string_at(0)\n")
     report = tmp_path / "r"
     proc = _under_unlimited_cores("run", "--report", str(report), "crash_now.py", cwd=tmp_path)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_LIFETIME, proc.stdout + proc.stderr
     run = load_report(report)["runs"][0]
     assert (run["outcome"], run["phase"]) == ("crashed", "run"), run["reason"]
     assert cores_in(tmp_path) == []

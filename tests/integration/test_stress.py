@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lifeguard.errors import EXIT_LIFETIME
 from tests.helpers import Pace, load_report, pid_alive, run_cli, run_pids
 
 RECORDER = '''
@@ -88,7 +89,7 @@ def test_a_failed_runs_replay_line_pastes_as_is(tmp_path: Path) -> None:
     """The replay line holds the real code, the seed and the session's --timeout: run it verbatim."""
     code = "import os, sys; sys.stdout.flush(); os.abort()"
     first = run_cli("run", "--timeout", "7", "--no-native", "--report", str(tmp_path / "a"), "-c", code)
-    assert first.returncode == 1, first.stdout + first.stderr
+    assert first.returncode == EXIT_LIFETIME, first.stdout + first.stderr
     run = load_report(tmp_path / "a")["runs"][0]
     assert run["outcome"] == "crashed"
     words = shlex.split(run["replay"])
@@ -96,7 +97,7 @@ def test_a_failed_runs_replay_line_pastes_as_is(tmp_path: Path) -> None:
     assert words[:2] == ["lifeguard", "run"] and words[-2:] == ["-c", code]
     assert words[words.index("--timeout") + 1] == "7"
     replay = run_cli("run", "--no-native", "--report", str(tmp_path / "b"), *words[2:])
-    assert replay.returncode == 1, replay.stdout + replay.stderr
+    assert replay.returncode == EXIT_LIFETIME, replay.stdout + replay.stderr
     again = load_report(tmp_path / "b")["runs"]
     assert len(again) == 1 and again[0]["seed"] == run["seed"] and again[0]["outcome"] == "crashed"
 

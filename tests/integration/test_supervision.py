@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from lifeguard.errors import EXIT_LIFETIME
 from tests.helpers import Pace, load_report, pid_alive, run_cli, run_pids, start_cli, wait_for
 
 # Bounds of polls for facts (a file written, a process gone): reached only when something is broken.
@@ -223,7 +224,7 @@ def test_ctrl_c_kills_children_and_keeps_what_finished(scenario_file, tmp_path: 
 def test_a_reused_report_folder_keeps_nothing_of_the_previous_session(tmp_path: Path) -> None:
     report = tmp_path / "r"
     first = run_cli("run", "--report", str(report), "--no-native", "-c", "import os; os.abort()")
-    assert first.returncode == 1, first.stdout + first.stderr
+    assert first.returncode == EXIT_LIFETIME, first.stdout + first.stderr
     assert [p.name for p in (report / "runs").iterdir()] == ["code-default-0"]
     second = run_cli("run", "--report", str(report), "--no-native", "-c", "pass")
     assert second.returncode == 0, second.stdout + second.stderr
