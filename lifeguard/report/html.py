@@ -6,13 +6,14 @@ and run times; then the evidence of the first failed runs of every series with f
 table that a small inline script pages and filters. Every text in it passes report.escape's control-character
 handling (the ``shown`` filter, and the environment's ``finalize`` for any value a template forgets to
 filter) before HTML escaping; the runs' table is one JSON array, escaped for a ``<script>`` element.
-Jinja2 and the chart renderer are imported only when a page is written.
+Jinja2 is imported only when a page is written; the charts are SVG drawn by report.html_charts.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 import shlex
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -26,15 +27,7 @@ from lifeguard.model.result import RunResult, SeriesSummary, Session, series_lab
 from lifeguard.model.run import RunKind
 from lifeguard.model.scenario import Scenario
 from lifeguard.report.escape import for_html, for_xml
-from lifeguard.report.html_charts import (
-    OUTCOME_COLOURS,
-    Charts,
-    SeriesPoint,
-    along_spec,
-    chart_label,
-    duration_spec,
-    rate_spec,
-)
+from lifeguard.report.html_charts import OUTCOME_COLOURS, SeriesPoint, along_svg, chart_label, duration_svg, rate_svg
 
 if TYPE_CHECKING:  # the evidence view reads the diagnosis tables: imported when a page is written
     from lifeguard.report.html_evidence import RunEvidence
@@ -60,6 +53,21 @@ class SeriesView:
     outcomes: list[tuple[int, str]] = field(default_factory=list)  # (index, outcome) of every run
     evidence: list[RunEvidence] = field(default_factory=list)
     along_svg: str | None = None
+    finding: str = ""  # the first finding of the run its verdict rests on, for the verdict table
+    culprit: str = ""  # that run's culprit frame
+
+    def headline(self) -> None:
+        """``finding`` and ``culprit`` from the evidence of the run the verdict rests on (else its first)."""
+        rests_on = self.summary.first_unexpected or self.summary.first_failure
+        chosen = next((e for e in self.evidence if rests_on is not None and e.result.index == rests_on.index),
+                      self.evidence[0] if self.evidence else None)
+        if chosen is None:
+            return
+        result = chosen.result
+        self.finding = str(result.findings[0]) if result.findings else result.reason
+        frames = [f.text for p in chosen.processes for t in p.threads if t.culprit for f in t.frames if f.culprit]
+        wheres = [t.where for p in chosen.processes for t in p.threads if t.culprit and t.where]
+        self.culprit = (frames or wheres or [""])[0]
 
     @property
     def anchor(self) -> str:
@@ -88,6 +96,18 @@ def _shown(value: object) -> Any:
     return Markup(for_html(value))
 
 
+_SEPARATORS = re.compile(r"([_.:/\\\[\],\-=]+)")
+
+
+def _breakable(value: object) -> Any:
+    """A name shown as ``shown`` does, with a line break allowed after each separator (``_ . : / [ ] , - =``)
+    and nowhere else: a long series name wraps between words, never mid-identifier."""
+    from markupsafe import Markup
+
+    pieces = _SEPARATORS.split(str(value))  # text, separators, text, ...: the separators at odd places
+    return Markup("".join(for_html(piece) + ("<wbr>" if n % 2 else "") for n, piece in enumerate(pieces)))
+
+
 def _finalize(value: object) -> object:
     """Every ``{{ value }}`` of the templates: a child's controls shown even where no filter was written
     (Markup, the page's own SVG and JSON, passes as it is)."""
@@ -104,6 +124,7 @@ def _environment() -> Any:
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, finalize=_finalize,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["shown"] = _shown
+    env.filters["breakable"] = _breakable
     return env
 
 
@@ -255,29 +276,24 @@ def render(session: Session, runs: Iterable[dict[str, Any]] | None = None, base:
     table = _Table(by_key, base, href)
     for run in (_run_dicts(session) if runs is None else runs):
         table.add(run)
-    charts = Charts()
     failing = [v for v in views if v.failed or v.unexpected]
     for view in views:
         view.what_ran = what_ran(scenarios.get(view.summary.scenario))
         view.durations.sort()
         if view in failing:
             view.evidence = [run_evidence(r, base) for r in _evidence_runs(session, view.summary)]
-    along = failing[:ALONG_CHARTS]
-    specs = []
-    for view in along:
+            view.headline()
+    # Statistics and charts only where there are several runs: a one-run series' rate and strip say nothing.
+    for view in [v for v in failing if v.summary.runs > 1][:ALONG_CHARTS]:
         first = view.summary.stats.runs_to_first_failure if view.summary.stats else None
-        specs.append(along_spec(f"Outcomes along {view.label}", sorted(view.outcomes),
-                                None if first is None else first - 1))
+        view.along_svg = along_svg(f"Outcomes along {view.label}", sorted(view.outcomes),
+                                   None if first is None else first - 1)
     drawn = (failing + [v for v in views if v not in failing])[:CHART_SERIES]
     points = [SeriesPoint(chart_label(v.number, v.label), v.summary.verdict.value, v.summary.stats.rate,
                           v.summary.stats.rate_low, v.summary.stats.rate_high, v.summary.stats.bound_text(),
-                          v.durations) for v in sorted(drawn, key=lambda v: v.number) if v.summary.stats]
-    if points:
-        specs += [rate_spec(points), duration_spec(points)]
-    svgs = charts.render(specs)
-    for view, svg in zip(along, svgs, strict=False):
-        view.along_svg = svg
-    rate_svg, duration_svg = svgs[len(along):] if points else (None, None)
+                          v.durations) for v in sorted(drawn, key=lambda v: v.number)
+              if v.summary.stats and v.summary.runs > 1]
+    rate, duration = (rate_svg(points), duration_svg(points)) if points else (None, None)
     state, good = _state(session)
     from markupsafe import Markup
 
@@ -287,11 +303,14 @@ def render(session: Session, runs: Iterable[dict[str, Any]] | None = None, base:
         interp=interp, started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(session.started)),
         runs_total=session.finished, counts=sorted(table.counts.items(), key=lambda kv: list(OUTCOME_COLOURS).index(
             kv[0]) if kv[0] in OUTCOME_COLOURS else 99),
-        colours=OUTCOME_COLOURS, rate_svg=Markup(rate_svg) if rate_svg else None,
-        duration_svg=Markup(duration_svg) if duration_svg else None, charts_missing=charts.missing,
+        colours=OUTCOME_COLOURS, rate_svg=Markup(rate) if rate else None,
+        duration_svg=Markup(duration) if duration else None,
         charted=len(points), not_charted=len(views) - len(points), along_limit=ALONG_CHARTS,
         table_json=Markup(table.json(views)), not_listed=table.not_listed, listed=len(table.rows),
         collapse_expected=len(views) > 20, markup=Markup,
+        repeated=any(v.summary.runs > 1 for v in views),
+        modes=any(v.summary.modes not in ((), ("fresh",)) for v in views),
+        perturbed=any(v.perturbations for v in views),
     ))
 
 

@@ -22,8 +22,9 @@ from lifeguard.diagnose.view import (
     thread_roles,
     trimmed_frames,
 )
-from lifeguard.model.result import RunResult
+from lifeguard.model.result import RunResult, series_label
 from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack, is_harness_file
+from lifeguard.run.launch import is_bootstrap
 
 MAX_FILES = 40  # evidence files listed for one run (a run folder of a command may hold many cores)
 
@@ -117,6 +118,8 @@ def _process_view(result: RunResult, process: ProcessStacks, rank: int, forked: 
     elif process.ppid is not None:
         title += f" (parent {process.ppid})"
     command = " ".join(process.cmdline) or process.exe or ""
+    if is_bootstrap(process.cmdline):  # lifeguard's child of the run, not a command anyone typed
+        command = f"{series_label(result.scenario, result.variant)} (lifeguard's child of the run)"
     if command:
         title += f": {command}"
     title += f"  [{process.backend_label}]"

@@ -21,9 +21,8 @@ import json, sys
 {code}
 print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in {heavy!r})))
 """
-# What report.html is made with: the template engine loaded only when a page is written, the charts'
-# renderer only in the child that draws them.
-PAGE_LIBRARIES = ("jinja2", "markupsafe", "vl_convert")
+# What report.html is made with: the template engine, loaded only when a page is written.
+PAGE_LIBRARIES = ("jinja2", "markupsafe")
 
 
 def loaded_by(code: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:

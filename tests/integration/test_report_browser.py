@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import OpenPage, browser_missing, open_report
+from tests.browser import VIEWPORT, OpenPage, browser_missing, open_report
 from tests.helpers import Pace
 from tests.integration.report_cases import RUNS, make_report
 from tests.synthetic_report import write_synthetic_report
@@ -54,7 +54,17 @@ def test_the_page_loads_offline_with_charts_and_the_culprit_in_view(opened: Open
     for chart in ("#rate-chart svg", "#duration-chart svg"):
         box = page.locator(chart).bounding_box()
         assert box is not None and box["width"] > 200 and box["height"] > 50, chart
-    assert visible(opened, ".chart.along svg") >= 2  # the open sections' outcome charts
+    assert visible(opened, ".chart.along svg") >= 1  # the repeated series' outcome chart
+    # Without scrolling, the verdict table shows each unexpected series' finding and culprit frame.
+    top = tmp_path / "report-top.png"
+    page.screenshot(path=str(top))
+    assert page.evaluate("window.scrollY") == 0
+    for row in ("#series-table tr.unexpected .finding-line", "#series-table tr.unexpected .culprit-line"):
+        box = page.locator(row).first.bounding_box()
+        assert box is not None and box["height"] > 5, row
+        assert box["y"] + box["height"] <= VIEWPORT["height"] and box["x"] + box["width"] <= VIEWPORT["width"], box
+    assert "SIGSEGV" in page.locator("#series-table tr.unexpected .finding-line").first.inner_text()
+    assert top.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and top.stat().st_size > SCREENSHOT_BYTES
     culprit = page.locator("#s1 .frame.culprit").first  # the unexpected crash: open, its culprit frame shown
     culprit.scroll_into_view_if_needed()
     assert culprit.is_visible()

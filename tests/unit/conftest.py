@@ -22,12 +22,3 @@ def no_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_posixsubprocess, "fork_exec", _refuse)  # what multiprocessing's spawn calls
     for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"):
         monkeypatch.setattr(os, name, _refuse)
-
-
-@pytest.fixture(autouse=True)
-def charts_not_drawn(monkeypatch: pytest.MonkeyPatch) -> None:
-    """report.html's charts are drawn by a child process: a page rendered here is the one of an install
-    without the html extra (tests/integration and the browser tests draw the charts)."""
-    import sys
-
-    monkeypatch.setitem(sys.modules, "vl_convert", None)  # find_spec, and import, now fail

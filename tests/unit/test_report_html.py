@@ -1,7 +1,7 @@
 """report.html from result objects (no process: the runs here are made, the real ones are in
 tests/integration/test_report_html.py): hostile text shown and inert, the runs' table as one JSON array,
-verdicts in order, links relative to the report folder, the charts or the word on how to get them, a
-pytest session's hundreds of series."""
+verdicts in order, links relative to the report folder, the charts of repeated series, the finding and
+culprit frame of failing ones, a pytest session's hundreds of series."""
 
 from __future__ import annotations
 
@@ -173,9 +173,35 @@ def test_links_are_relative_inside_the_folder_and_absolute_outside(tmp_path: Pat
     assert href("/elsewhere/x.txt", tmp_path) == "file:///elsewhere/x.txt"
 
 
-def test_the_page_says_how_to_get_charts_without_the_extra(tmp_path: Path) -> None:
-    page, _ = page_of(tmp_path, [passed("p", 0)], [scenario("p")])
-    assert "Charts need the html extra: pip install &#39;lifeguard[html]&#39;" in page and "<svg" not in page
+def test_charts_are_drawn_with_nothing_installed_for_repeated_series(tmp_path: Path) -> None:
+    """A series of five runs gets its rate, run-time and outcome charts as inline SVG (no renderer, no
+    script); the outcome strip's axis numbers the five runs 1 to 5, no more."""
+    results = [passed("rep", 0), passed("rep", 1), crashed("rep", 2, tmp_path / "runs" / "r2"), passed("rep", 3),
+               passed("rep", 4)]
+    page, _ = page_of(tmp_path, results, [scenario("rep")])
+    assert page.count("<svg") == 3 and "Charts need" not in page
+    strip = re.search(r'<div class="chart along">(.*?)</svg>', page, re.S)
+    assert strip is not None
+    numbers = [int(n) for n in re.findall(r'text-anchor="middle"[^>]*>(\d+)</text>', strip.group(1))]
+    assert numbers == [1, 2, 3, 4, 5], numbers
+    assert strip.group(1).count("<rect x=") == 5 + 2  # a bar a run, and the legend's two outcomes
+    assert "first failure: run 3" in strip.group(1)
+    assert "rate" in page and "1/5" in page  # the series' statistics: it ran more than once
+
+
+def test_a_failing_series_shows_its_finding_and_culprit_in_the_verdict_table(tmp_path: Path) -> None:
+    page, _ = page_of(tmp_path, [crashed("tests/test_mod.py::test_fork_with_pending_callback[buggy]", 0,
+                                         tmp_path / "runs" / "c")], [scenario(
+                                             "tests/test_mod.py::test_fork_with_pending_callback[buggy]")])
+    table = page[page.index('<table id="series-table">'):page.index("</table>")]
+    assert '<div class="finding-line"' in table and "[crash] crashed:" in table
+    assert '<div class="culprit-line"' in table and "free_pool" in table and "pool.cpp:40" in table
+    # The name breaks only after its separators, never inside a word.
+    assert ("tests/<wbr>test_<wbr>mod.<wbr>py::<wbr>test_<wbr>fork_<wbr>with_<wbr>pending_<wbr>callback[<wbr>"
+            "buggy]<wbr>") in table
+    # One run: no statistics, no charts, no seed that means nothing.
+    assert "<svg" not in page and "rate &gt;" not in page and "rate >" not in page
+    assert "failure rate (95% interval)" not in table
 
 
 def test_a_pytest_session_of_300_tests_keeps_its_summary_usable(tmp_path: Path) -> None:
@@ -189,5 +215,18 @@ def test_a_pytest_session_of_300_tests_keeps_its_summary_usable(tmp_path: Path) 
     order = re.findall(r'<tr class="series (\w+)" data-name="([^"]*)">', page)
     assert len(order) == 300 and {name for _, name in order[:2]} == failing  # a node id, named by itself
     assert '<input type="checkbox" id="show-expected"> show the 298 expected series' in page  # folded
-    assert "<svg" not in page and "Charts need the html extra" in page  # (conftest: no chart child here)
+    assert "<svg" not in page and "rate &gt;" not in page  # one run a test: no statistics, no charts
     assert len(table_of(page)["rows"]) == 300  # type: ignore[arg-type]
+
+
+def test_a_runs_own_process_is_named_by_its_series_not_by_the_bootstrap(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    result = crashed("boom", 0, tmp_path / "runs" / "b")
+    bootstrap = ("/usr/bin/python3", "-X", "faulthandler", "-u", "-c",
+                 "import sys; sys.path.insert(0, '/c/childpath'); from lifeguard.child import bootstrap; "
+                 "bootstrap.main()")
+    result = replace(result, backtraces=(replace(result.backtraces[0], cmdline=bootstrap),))
+    page, _ = page_of(tmp_path, [result], [scenario("boom")])
+    assert "Process 10: boom[default] (lifeguard&#x27;s child of the run)" in page
+    assert "sys.path.insert" not in page.split('id="lg-runs"')[0]
