@@ -24,6 +24,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from lifeguard.errors import EXIT_LIFETIME  # noqa: E402  (a plain target run alone that escaped: a leftover)
+
 CLI_TIMEOUT = 300.0
 Case = Callable[[Path], tuple[bool, str]]
 CASES: list[tuple[str, str, Case]] = []
@@ -127,7 +131,7 @@ def _escape(tmp: Path, program: str, *options: str, env: dict[str, str] | None =
     pid = int(pid_file.read_text()) if pid_file.exists() else 0
     try:
         left = alive(pid) if pid else False
-        return (done.returncode == 1 and pid > 0 and not left,
+        return (done.returncode == EXIT_LIFETIME and pid > 0 and not left,
                 f"rc {done.returncode}, escapee {'survived' if left else 'killed' if pid else 'never started'}")
     finally:
         kill_all([pid] if pid else [])
@@ -737,7 +741,8 @@ def case_moved_daemon(tmp: Path) -> tuple[bool, str]:
     daemon = int(pid_file.read_text() or 0) if pid_file.exists() else 0
     left = daemon > 0 and alive(daemon)
     kill_all([daemon] if left else [])
-    return done.returncode == 1 and not left, f"rc {done.returncode}, daemon {'ALIVE' if left else 'killed'}"
+    ok = done.returncode == EXIT_LIFETIME and not left
+    return ok, f"rc {done.returncode}, daemon {'ALIVE' if left else 'killed'}"
 
 
 def _dies_with_lifeguard(target: list[str], membership: str, pid_file: Path) -> bool:
@@ -808,8 +813,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| class | passed / tried |\n|---|---|")
     for group, (passed, tried) in totals.items():
         print(f"| {group} | {passed} / {tried} |")
-    print(f"| all | {sum(c[0] for c in totals.values())} / {sum(c[1] for c in totals.values())} |")
-    return 0
+    passed, tried = sum(c[0] for c in totals.values()), sum(c[1] for c in totals.values())
+    print(f"| all | {passed} / {tried} |")
+    return 0 if passed == tried else 1
 
 
 if __name__ == "__main__":
