@@ -111,11 +111,8 @@ MAX_EXTENSIONS = 200
 def _at_exit() -> None:
     """The last atexit callback: what follows is Py_FinalizeEx. The extension modules still loaded are
     the suspects of a crash in finalization (a reference released twice)."""
-    extensions = []
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if isinstance(path, str) and path.endswith(".so"):
-            extensions.append(os.path.basename(path))
+    extensions = {path.rpartition("/")[2] for module in list(sys.modules.values())
+                  if type(path := getattr(module, "__file__", None)) is str and path.endswith(".so")}
     emit(protocol.ATEXIT_DONE, extensions=sorted(extensions)[:MAX_EXTENSIONS])
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from lifeguard.child import event_line, event_marker, protocol
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import (
@@ -147,3 +149,29 @@ def test_an_event_is_found_by_its_marker_in_the_line_that_holds_it() -> None:
     start = line(protocol.BODY_START)
     assert event_marker(protocol.BODY_START) in start
     assert event_marker(protocol.BODY_START) not in line(protocol.NOTE, message="body-start-ish")
+
+
+def test_emit_writes_the_line_event_line_makes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """emit spells its record out on the run's own time (an exit's events); what it writes reads back as
+    event_line's record of the same values would."""
+    import os
+    import time
+
+    from lifeguard.child import emit
+
+    events = tmp_path / protocol.EVENTS_FILE
+    monkeypatch.delenv(protocol.EVENTS_FD_ENV, raising=False)
+    monkeypatch.setenv(protocol.EVENTS_PATH_ENV, str(events))
+    monkeypatch.setattr(time, "time", lambda: 1.5)
+    text = 'a "quoted" \\ back\nslash\x01 \u00e9 \u2028 \udc80 end'
+    fields = {"message": text, "values": [1, 2.5, None, True, float("inf"), (3, "t")], "nested": {"k": [text]}}
+    try:
+        emit(protocol.NOTE, **fields)  # type: ignore[arg-type]
+        written = events.read_bytes()
+    finally:
+        fd = os.environ.pop(protocol.EVENTS_FD_ENV, None)
+        if fd is not None:
+            os.close(int(fd))
+    assert written == line(protocol.NOTE, pid=os.getpid(), **fields)
+    (note,) = read_channel(events).events
+    assert note.get("message") == text and note.get("values") == [1, 2.5, None, True, "inf", [3, "t"]]
