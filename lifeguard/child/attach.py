@@ -27,7 +27,7 @@ def main(hook_dir: str) -> None:
     text = os.environ.get(protocol.ATTACH_ENV)
     # A process the bootstrap is about to run (its spec is still in the environment) is set up by it.
     if text and protocol.SPEC_ENV not in os.environ:
-        spec = eval(text, {"__builtins__": {}}, {})
+        spec: protocol.AttachSpec = eval(text, {"__builtins__": {}}, {})
         # An inherited descriptor number may name any file in a process started through exec (subprocess
         # closes what it does not pass): the events file is opened again by path.
         os.environ.pop(protocol.EVENTS_FD_ENV, None)

@@ -242,7 +242,7 @@ def run(spec: protocol.ChildSpec) -> None:
     _run_body(body, on_uncaught)
 
 
-def attach(spec: dict[str, Any]) -> None:
+def attach(spec: protocol.AttachSpec) -> None:
     """A Python process of a plain run that lifeguard did not start (a command's Python, a program's
     Python subprocess): the same evidence machinery, from its first line (sitecustomize) to its exit.
     ``threading`` is not imported for it (milliseconds of every attached process's start-up)."""

@@ -216,7 +216,7 @@ def _die_with(supervisor: int) -> None:
         os._exit(1)
 
 
-def _read_request() -> dict[str, Any]:
+def _read_request() -> protocol.DiscoveryRequest:
     chunks = []
     while chunk := os.read(0, 1 << 16):
         chunks.append(chunk)
@@ -224,7 +224,7 @@ def _read_request() -> dict[str, Any]:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    request: dict[str, Any] = eval(b"".join(chunks).decode(), {"__builtins__": {}}, {})
+    request: protocol.DiscoveryRequest = eval(b"".join(chunks).decode(), {"__builtins__": {}}, {})
     return request
 
 

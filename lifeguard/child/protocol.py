@@ -55,7 +55,7 @@ DISCOVER_ENV = "LIFEGUARD_DISCOVER"
 # The supervisor's deadline for loading every scenario file of a session (seconds; plan.discovery).
 DISCOVERY_TIMEOUT_ENV = "LIFEGUARD_DISCOVERY_TIMEOUT"
 # The request, a Python literal dict on the discovery process's stdin: the files to import in order, the
-# supervisor's sys.path, the descriptor the records go out on, the supervisor's pid.
+# supervisor's sys.path, the descriptor the records go out on, the supervisor's pid (DiscoveryRequest).
 DISCOVERY_REQUEST_KEYS = ("files", "sys_path", "records_fd", "supervisor")
 # Records, one Python-literal dict a line (with EVENT_KEY), in the order things happened:
 LOADING = "loading"  # importing "path" starts
@@ -98,7 +98,25 @@ if TYPE_CHECKING:
         workdir: str  # plain targets: the user's folder, the program's working directory ("" for the run's)
         bytecode: str | None  # a script: its code compiled by the supervisor for the child's interpreter (.pyc)
 
-# --- the attach spec: keys of the dict in ATTACH_ENV --------------------------------------------------
+    class AttachSpec(TypedDict):
+        """What a Python process of a plain run that lifeguard did not start needs to join it (ATTACH_ENV, a
+        Python literal): ChildSpec's entries of these names (lifeguard.run.launch.attach_spec)."""
+
+        run_dir: str
+        dump_signal: int
+        cores: bool
+        seed: int
+        perturbations: list[str]
+
+    class DiscoveryRequest(TypedDict):
+        """The discovery process's request (DISCOVERY_REQUEST_KEYS, a Python literal on its stdin)."""
+
+        files: list[str]  # scenario files to import, in order
+        sys_path: list[str]  # the supervisor's sys.path
+        records_fd: int  # the descriptor the records go out on
+        supervisor: int  # the supervisor's pid: the discovery dies with it
+
+# --- the attach spec: keys of the dict in ATTACH_ENV (AttachSpec) ---------------------------------------
 ATTACH_KEYS = ("run_dir", "dump_signal", "cores", "seed", "perturbations")
 
 # --- events: one JSON object a line on the result channel ----------------------------------------

@@ -118,7 +118,8 @@ def run_discovery(files: list[str], timeout: float, on_record: Callable[[bytes],
     token = f"{os.getpid()}-{time.monotonic_ns()}"
     records_read, records_write = os.pipe()
     output_read, output_write = os.pipe()
-    request = {"files": files, "sys_path": list(sys.path), "records_fd": records_write, "supervisor": os.getpid()}
+    request: protocol.DiscoveryRequest = {"files": files, "sys_path": list(sys.path), "records_fd": records_write,
+                                          "supervisor": os.getpid()}
     assert tuple(request) == protocol.DISCOVERY_REQUEST_KEYS
     env = {key: value for key, value in os.environ.items() if key != protocol.CHILD_ENV}
     env[protocol.DISCOVER_ENV] = token

@@ -32,10 +32,6 @@ from lifeguard.model.seeds import run_seed
 from lifeguard.run import childpath
 from lifeguard.run.headstart_process import VARIANT, HeadStart, end, find, open_files, spawn
 
-TYPE_CHECKING = False  # typing costs import time here, where every millisecond is the user's
-if TYPE_CHECKING:
-    from typing import Any
-
 # The options of `lifeguard run` that change nothing of how the run's process starts (everything else
 # means a normal start): flags, and options with a value (``--timeout 5`` or ``--timeout=5``).
 FLAGS = frozenset({"-q", "--quiet", "-v", "--verbose", "-x", "--exitfirst"})
@@ -188,8 +184,8 @@ def _environment(head: HeadStart) -> dict[str, str]:
     """What a normal start gives a plain command's run (lifeguard.run.launch.child_env, the plan's seed
     entries of lifeguard.plan.perturbations.supervisor_side): checked entry by entry when it is claimed."""
     seed = run_seed(head.base_seed, head.name, VARIANT, 0)
-    attach: dict[str, Any] = {"run_dir": head.run_dir, "dump_signal": int(_dump_signal()), "cores": True,
-                              "seed": seed, "perturbations": []}
+    attach: protocol.AttachSpec = {"run_dir": head.run_dir, "dump_signal": int(_dump_signal()), "cores": True,
+                                   "seed": seed, "perturbations": []}
     inherited = os.environ.get("PYTHONPATH")
     env = dict(os.environ)
     env.update({
@@ -197,7 +193,7 @@ def _environment(head: HeadStart) -> dict[str, str]:
         protocol.RUN_ID_ENV: head.run_id, protocol.VARIANT_ENV: VARIANT,
         protocol.EVENTS_FD_ENV: str(head.events_fd),
         protocol.EVENTS_PATH_ENV: os.path.join(head.run_dir, protocol.EVENTS_FILE),
-        protocol.ATTACH_ENV: repr({key: attach[key] for key in protocol.ATTACH_KEYS}),
+        protocol.ATTACH_ENV: repr(attach),
         "PYTHONPATH": childpath.site_hook_folder() + (os.pathsep + inherited if inherited else ""),
         "PYTHONFAULTHANDLER": "1",
     })

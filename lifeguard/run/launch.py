@@ -16,7 +16,6 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lifeguard.cache import cache_folder
 from lifeguard.child import protocol
@@ -286,10 +285,11 @@ def child_spec(spec: RunSpec) -> protocol.ChildSpec:
     }
 
 
-def attach_spec(spec: RunSpec) -> dict[str, Any]:
+def attach_spec(spec: RunSpec) -> protocol.AttachSpec:
     """What a Python process of a plain run that lifeguard did not start needs (protocol.ATTACH_KEYS)."""
-    full: dict[str, object] = dict(child_spec(spec))
-    return {key: full[key] for key in protocol.ATTACH_KEYS}
+    full = child_spec(spec)
+    return {"run_dir": full["run_dir"], "dump_signal": full["dump_signal"], "cores": full["cores"],
+            "seed": full["seed"], "perturbations": full["perturbations"]}
 
 
 # Python processes of a plain run's tree that the attach hook cannot reach (-I, -S) still print

@@ -56,3 +56,22 @@ def test_no_protocol_name_is_spelled_outside_the_protocol() -> None:
         if re.search(r"faulthandler-\{pid\}\.txt", text):
             spelled.append(f"{path.relative_to(PACKAGE)}: faulthandler file name")
     assert not spelled
+
+
+def _typed_dict_fields(name: str) -> tuple[str, ...]:
+    """The fields of a TypedDict protocol.py declares for mypy only (under TYPE_CHECKING), in order."""
+    tree = ast.parse(Path(protocol.__file__).read_text())
+    (found,) = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == name]
+    return tuple(item.target.id for item in found.body
+                 if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name))
+
+
+def test_the_attach_spec_and_discovery_request_types_are_their_key_lists(tmp_path: Path) -> None:
+    """AttachSpec and DiscoveryRequest type both sides of their boundary (mypy); the key lists the code checks
+    at run time name the same fields, in the same order."""
+    assert _typed_dict_fields("AttachSpec") == protocol.ATTACH_KEYS
+    assert _typed_dict_fields("DiscoveryRequest") == protocol.DISCOVERY_REQUEST_KEYS
+    from lifeguard.run.launch import attach_spec
+
+    attach = attach_spec(spec_for_test(tmp_path))
+    assert tuple(attach) == protocol.ATTACH_KEYS and ast.literal_eval(repr(attach)) == attach
