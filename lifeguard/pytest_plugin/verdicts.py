@@ -14,7 +14,7 @@ from lifeguard.interpreter import Interpreter, resolve
 from lifeguard.model.outcomes import Outcome, Phase, Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, counts_text, series_label
 from lifeguard.pytest_plugin.assertions import outcome_text
-from lifeguard.report.junit import series_properties
+from lifeguard.report.junit import series_properties, worth_properties
 from lifeguard.report.text import evidence_text, summary_line
 
 REPORT_SECTION = "lifeguard"
@@ -28,10 +28,12 @@ def interpreter() -> Interpreter:
 def user_properties(item: pytest.Item, summaries: list[SeriesSummary], report: Path | None, *,
                     section: bool = True) -> None:
     """JUnit ``<property>`` elements named as in lifeguard's own junit.xml, and (``section``) a report section
-    with every series' verdict."""
-    for summary in summaries:
+    with every series' verdict. Properties only for a test some run of which did not pass: on every passing
+    test of a suite they made pytest's junit.xml several times its size and said nothing."""
+    told = [s for s in summaries if worth_properties(s)]
+    for summary in told:
         item.user_properties.extend(series_properties(summary, prefix=len(summaries) > 1))
-    if report is not None:
+    if report is not None and told:
         item.user_properties.append(("report", str(report)))
     if section:
         item.add_report_section("call", REPORT_SECTION, "\n".join(summary_line(s) for s in summaries))

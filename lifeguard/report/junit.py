@@ -15,6 +15,8 @@ from lifeguard.report.text import evidence_text
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
 
+MESSAGE_CHARS = 300  # a failure message's finding: one line, as a CI page shows it
+
 
 def junit_xml(session: Session) -> str:
     """One testcase per scenario x variant; a failure carries the evidence."""
@@ -31,9 +33,10 @@ def junit_xml(session: Session) -> str:
     for summary in session.summaries:
         case = ET.SubElement(suite, "testcase", classname=f"lifeguard.{summary.scenario}",
                              name=series_label(summary.scenario, summary.variant), time=f"{summary.duration:.3f}")
-        props = ET.SubElement(case, "properties")
-        for key, value in series_properties(summary):
-            ET.SubElement(props, "property", name=key, value=value)
+        if worth_properties(summary):
+            props = ET.SubElement(case, "properties")
+            for key, value in series_properties(summary):
+                ET.SubElement(props, "property", name=key, value=value)
         own_error = _own_error(session, summary)
         if summary in not_run:
             ET.SubElement(case, "skipped", message="not run: stopped at the first unexpected verdict (-x)")
@@ -42,8 +45,7 @@ def junit_xml(session: Session) -> str:
             error = ET.SubElement(case, "error", message=f"lifeguard failed run {own_error.index}: {own_error.reason}")
             error.text = evidence_text(own_error)
         elif summary.verdict is Verdict.UNEXPECTED:
-            failure = ET.SubElement(case, "failure",
-                                    message=f"expected {summary.expected}, got {counts_text(summary.counts)}")
+            failure = ET.SubElement(case, "failure", message=failure_message(summary))
             if summary.first_unexpected is not None:
                 failure.text = evidence_text(summary.first_unexpected)
         elif summary.first_failure is not None:
@@ -59,6 +61,24 @@ def junit_xml(session: Session) -> str:
     _escape_tree(suite)
     ET.indent(suite)
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def worth_properties(summary: SeriesSummary) -> bool:
+    """A series whose properties say something: a run of it did not pass, or it ran several times (its
+    statistics); a single passing run's would only repeat that it passed."""
+    return summary.runs > 1 or summary.counts.get(Outcome.PASSED.value, 0) < summary.runs
+
+
+def failure_message(summary: SeriesSummary) -> str:
+    """A failed series' one line, as pytest's junit message is the assertion: what was expected and got, and
+    the first finding (else the reason) of the run the verdict rests on."""
+    message = f"expected {summary.expected}, got {counts_text(summary.counts)}"
+    shown = summary.first_unexpected
+    if shown is not None:
+        said = str(shown.findings[0]) if shown.findings else shown.reason
+        if said:
+            message += f": {said.splitlines()[0][:MESSAGE_CHARS]}"
+    return message
 
 
 def series_properties(summary: SeriesSummary, *, prefix: bool = False) -> list[tuple[str, str]]:

@@ -3,7 +3,6 @@ axes that number what was run, a log scale where run times span orders of magnit
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 
 from lifeguard.report.html_charts import ALONG_BARS, SeriesPoint, along_svg, chart_label, duration_svg, rate_svg

@@ -122,6 +122,22 @@ def test_junit_from_the_summaries() -> None:
     assert failure.text == evidence_text(PASSED)  # the first unexpected run's evidence
     passed = suite.find("testcase[@name='other[default]']")
     assert passed is not None and passed.find("failure") is None and passed.find("system-out") is None
+    assert passed.find("properties") is None  # one run that passed: nothing to add
+
+
+def test_a_junit_failure_message_carries_the_finding() -> None:
+    """As pytest's junit message is the assertion, a failed series' is the first finding of its run."""
+    crashed = replace(summary([CRASHED], Verdict.UNEXPECTED, CRASHED), expected="passed")
+    session = Session(interpreter=PYTHON, scenarios=[], results=[CRASHED], finished=1, summaries=[crashed])
+    failure = ET.fromstring(junit_xml(session)).find("testcase/failure")
+    assert failure is not None and failure.get("message") == (
+        "expected passed, got 1 crashed@exit: [static-destructor-after-finalize] FunctionPool::~FunctionPool "
+        "released objects")
+    no_finding = replace(crashed, first_unexpected=replace(CRASHED, findings=()))
+    session = replace(session, summaries=[no_finding])
+    failure = ET.fromstring(junit_xml(session)).find("testcase/failure")
+    assert failure is not None and failure.get("message") == (
+        "expected passed, got 1 crashed@exit: killed by SIGSEGV after the body returned")
 
 
 def test_a_result_survives_its_json_form() -> None:
