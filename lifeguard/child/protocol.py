@@ -177,6 +177,8 @@ CORE_PATTERN_FILE = "/proc/sys/kernel/core_pattern"
 # A test forked from pytest (--lifeguard) whose body failed: the failure as pytest itself reports it.
 PYTEST_FAILURE_FILE = "pytest-failure.txt"
 PYTEST_REPORT_FILE = "pytest-report.json"  # ...and pytest's own report of it, serialized as pytest-xdist does
+# The reports a forked test's body logged itself (subtests), one serialized report a line, for pytest's process.
+PYTEST_LOGGED_FILE = "pytest-logged.jsonl"
 
 
 # The dump file of a passed run, left in its folder when the folder is made ready for another run (run.launch.

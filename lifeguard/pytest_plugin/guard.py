@@ -39,7 +39,9 @@ from lifeguard.pytest_plugin.verdicts import (
     interpreter,
     pytest_outcome_of,
     pytests_own_failure,
+    replay_logged_reports,
     save_pytest_report,
+    ship_logged_reports,
     user_properties,
 )
 from lifeguard.run.fork_here import run_in_fork
@@ -114,6 +116,7 @@ def _body(item: pytest.Item, run_dir: Path, runtest: Callable[[], object]) -> Ca
     """What the child runs: the item's own runtest(); a failure is written as pytest reports it."""
 
     def body() -> int:
+        ship_logged_reports(item, run_dir / protocol.PYTEST_LOGGED_FILE)
         try:
             runtest()
             return 0
@@ -150,7 +153,7 @@ def run_forked(item: pytest.Item, runtest: Callable[[], object], record: Session
     folder = record.folder_of(item.nodeid)
     capture = item.config.getoption("capture", "fd")
     live = RawEcho() if capture == "no" else None
-    results = []
+    results: list[RunResult] = []
     for index in indices:
         run_dir = folder / f"run-{index + 1}"
         spec = RunSpec(scenario=scenario.name, variant=DEFAULT_VARIANT, index=index, kind=RunKind.FUNCTION,
@@ -163,6 +166,7 @@ def run_forked(item: pytest.Item, runtest: Callable[[], object], record: Session
                                                    reuse=record.spare(run_dir)))
         if note:
             result = replace(result, notes=(*result.notes, note))
+        replay_logged_reports(item, run_dir / protocol.PYTEST_LOGGED_FILE, failed_only=bool(results))
         results.append(result)
         if live is None:
             _show_output(result)

@@ -4,8 +4,9 @@ the JUnit properties and the report section. Light (no engine): a forked test's 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,6 +61,70 @@ def save_pytest_report(item: pytest.Item, longrepr: object, path: Path) -> None:
         path.write_text(json.dumps(report._to_json()), errors="replace")
     except Exception:  # a pytest without that API, or a longrepr it cannot serialize: lifeguard's words then
         pass
+
+
+def ship_logged_reports(item: pytest.Item, path: Path) -> None:
+    """In the forked test's child: the reports its body logs itself (each subtest's, of pytest's ``subtests``
+    or unittest's ``subTest``) go to ``path``, serialized as pytest-xdist ships a worker's, instead of to this
+    copy of pytest's terminal, counters and plugins (a pytest-xdist worker's channel among them).
+    replay_logged_reports logs them in pytest's process. A pytest whose hooks differ keeps its own way."""
+    import json
+
+    config = item.config
+
+    def record(name: str, impls: Sequence[object], kwargs: Mapping[str, object], firstresult: bool) -> object:
+        data = config.hook.pytest_report_to_serializable(config=config, report=kwargs["report"])
+        if data is not None:
+            # With the count pytest's subtests keep of the test's failed ones (they fail the test itself).
+            line = {"report": data, "failed_subtests": _failed_subtests(config).get(item.nodeid, 0)}
+            with open(path, "a", encoding="utf-8", errors="replace") as out:
+                out.write(json.dumps(line) + "\n")
+        return []
+
+    try:
+        hook: Any = config.pluginmanager.hook.pytest_runtest_logreport
+        hook._hookexec = record  # pluggy's dispatch of this one hook, in this child only
+    except AttributeError:
+        pass
+
+
+MAX_LOGGED_REPORTS = 10_000  # of one forked test's run
+
+
+def replay_logged_reports(item: pytest.Item, path: Path, *, failed_only: bool = False) -> None:
+    """In pytest's process: log the reports a forked test's body logged (ship_logged_reports), as plain pytest
+    would have, so its terminal, exit code and junit.xml count every subtest. ``failed_only``: a repeated
+    run's (the first run's are all logged, as one plain run's are; later runs add their failures)."""
+    import contextlib
+    import json
+
+    if not path.is_file():
+        return
+    config = item.config
+    capture = config.pluginmanager.getplugin("capturemanager")
+    for line in path.read_text(errors="replace").splitlines()[:MAX_LOGGED_REPORTS]:
+        try:
+            logged = json.loads(line)
+            report = config.hook.pytest_report_from_serializable(config=config, data=logged["report"])
+            failed_subtests = int(logged.get("failed_subtests", 0))
+        except Exception:  # a line the child could not finish, or a report this pytest cannot read
+            continue
+        if report is None or (failed_only and not report.failed):
+            continue
+        counts = _failed_subtests(config)
+        counts[item.nodeid] = max(counts.get(item.nodeid, 0), failed_subtests)
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            item.ihook.pytest_runtest_logreport(report=report)
+
+
+def _failed_subtests(config: pytest.Config) -> dict[str, int]:
+    """pytest's count of each test's failed subtests (pytest >= 9 fails a test that has some), else {}."""
+    try:
+        from _pytest.subtests import failed_subtests_key
+    except ImportError:
+        return {}
+    found = config.stash.get(failed_subtests_key, None)
+    return found if found is not None else {}
 
 
 def pytests_own_failure(summaries: Sequence[SeriesSummary]) -> ForkedTestFailure | None:

@@ -115,6 +115,51 @@ def test_an_ordinary_failure_reads_as_plain_pytest_reports_it(plugin_env: pytest
     assert messages[0] == messages[1] == "AssertionError: helper is off\nassert 2 == 3"
 
 
+SUBTESTS = """
+import unittest
+
+
+class Cases(unittest.TestCase):
+    def test_many(self):
+        for i in range(4):
+            with self.subTest(i=i):
+                self.assertLess(i, 3)
+
+    def test_fine(self):
+        for i in range(3):
+            with self.subTest(i=i):
+                pass
+
+
+def test_fixture_subtests(subtests):
+    for i in range(3):
+        with subtests.test(msg="each", i=i):
+            assert i != 2
+"""
+
+
+def _last_line(result: pytest.RunResult) -> str:
+    """pytest's summary line, without its duration."""
+    return result.stdout.lines[-1].rsplit(" in ", 1)[0]
+
+
+@pytest.mark.skipif(int(pytest.__version__.split(".")[0]) < 9, reason="subtests are pytest's own from pytest 9")
+def test_subtests_are_counted_and_fail_as_in_plain_pytest(plugin_env: pytest.Pytester) -> None:
+    """A forked body's subtests (unittest's subTest, pytest's subtests fixture) reach pytest's process: the
+    same summary, short test summary and exit code as plain pytest, and no failed subtest lost to a green
+    run; with -n 2 too."""
+    plugin_env.makepyfile(test_subs=SUBTESTS)
+    plain = plugin_env.runpytest_subprocess("-p", "no:xdist", "-rf", timeout=INNER_SESSION_TIMEOUT)
+    assert plain.ret == 1 and sum(line.startswith("SUBFAILED") for line in plain.stdout.lines) == 2
+    for extra in ((), ("-n", "2")):
+        guarded = plugin_env.runpytest_subprocess("-rf", "--lifeguard", *extra, timeout=INNER_SESSION_TIMEOUT)
+        assert guarded.ret == 1, guarded.stdout.str()
+        assert _last_line(guarded) == _last_line(plain), (extra, guarded.stdout.str())
+        for line in plain.stdout.lines:
+            if line.startswith(("SUBFAILED", "FAILED")):
+                assert line in guarded.stdout.lines, (extra, line, guarded.stdout.str())
+
+
 PATCHED_FORK = """
 import os
 
