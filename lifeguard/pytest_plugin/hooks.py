@@ -218,6 +218,9 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     parts = []
     if settings.guard_all:
         parts.append(f"every test guarded (mode {settings.mode})")
+    if settings.debugger:
+        parts.append(f"{settings.debugger}: unmarked tests run in pytest's process, unguarded, so that the debugger "
+                     "stops in them")
     if settings.timeout is not None:
         parts.append(f"timeout {settings.timeout:g} s")
     if settings.repeat is not None:

@@ -67,6 +67,9 @@ class Settings:
     guard_all: bool = False  # --lifeguard: every test, not only marked ones
     mode: GuardMode = GuardMode.AUTO
     shard: tuple[int, int] | None = None  # --lifeguard-shard K/N
+    # --pdb or --trace with --lifeguard: unmarked tests stay in pytest's process, where the debugger can stop in
+    # them (a forked child's frames are not pytest's to debug); the option's name, for the header.
+    debugger: str = ""
 
 
 SETTINGS_KEY: pytest.StashKey[Settings] = pytest.StashKey()
@@ -103,6 +106,8 @@ def read_settings(config: pytest.Config) -> Settings:
             if folder.exists() and not folder.is_dir():
                 raise ValueError(f"{source}: {report!r} exists and is not a folder")
         guard_all = bool(config.getoption("lifeguard_all") or config.getini("lifeguard"))
+        debugger = next((name for name, dest in (("--pdb", "usepdb"), ("--trace", "trace"))
+                         if config.getoption(dest, False)), "") if guard_all else ""
         mode, source, _ = _raw_setting(config, "mode")
         if mode is not None and mode not in MODES:
             raise ValueError(f"{source}: {mode!r} is not one of {', '.join(MODES)}")
@@ -110,8 +115,8 @@ def read_settings(config: pytest.Config) -> Settings:
         part = shard(shard_text, source) if shard_text is not None else None
     except ValueError as exc:
         raise pytest.UsageError(f"lifeguard: {exc}") from None
-    return Settings(timeout=seconds, repeat=runs, report_dir=folder, guard_all=guard_all,
-                    mode=GuardMode(mode or GuardMode.AUTO), shard=part)
+    return Settings(timeout=seconds, repeat=runs, report_dir=folder, guard_all=guard_all and not debugger,
+                    mode=GuardMode(mode or GuardMode.AUTO), shard=part, debugger=debugger)
 
 
 def shard_of_test(nodeid: str, part: tuple[int, int] | None) -> tuple[int, int] | None:
