@@ -160,10 +160,14 @@ def run_forked(item: pytest.Item, runtest: Callable[[], object], record: Session
                        path=scenario.path, function=scenario.function, code=None, interpreter=interpreter(),
                        timeout=timeout, run_dir=run_dir, expected="passed", mode=StartMode.PYTEST_FORK,
                        replay=scenario.replay or "")
-        result = explain_failure(spec, run_in_fork(spec, _body(item, run_dir, runtest), capture_hooks=(capture_hang,),
-                                                   live=live, own_streams=capture == "sys",
-                                                   meanwhile=partial(record.meanwhile, run_dir, next_test),
-                                                   reuse=record.spare(run_dir)))
+        try:
+            forked = run_in_fork(spec, _body(item, run_dir, runtest), capture_hooks=(capture_hang,), live=live,
+                                 own_streams=capture == "sys", meanwhile=partial(record.meanwhile, run_dir, next_test),
+                                 reuse=record.spare(run_dir))
+        except KeyboardInterrupt:
+            interrupted_at(item, run_dir)
+            raise
+        result = explain_failure(spec, forked)
         if note:
             result = replace(result, notes=(*result.notes, note))
         replay_logged_reports(item, run_dir / protocol.PYTEST_LOGGED_FILE, failed_only=bool(results))
@@ -180,6 +184,37 @@ def run_forked(item: pytest.Item, runtest: Callable[[], object], record: Session
     if any(summary.verdict is Verdict.UNEXPECTED for summary in summaries):
         pytest.fail(failure_text(summaries), pytrace=False)
     pytest_outcome_of(results)
+
+
+def interrupted_at(item: pytest.Item, run_dir: Path) -> None:
+    """A Ctrl-C while a forked test ran: raise it again from the line the test's child was at (its Python stacks,
+    dumped as supervision ended), so that pytest's "KeyboardInterrupt" line names the test's line instead of
+    lifeguard's wait. A frame of the test's own file first, else the innermost of code someone wrote; nothing
+    when the child left no dump."""
+    from lifeguard.capture.faulthandler import parse_faulthandler
+    from lifeguard.model.stacks import is_user_file
+
+    frames = []
+    for dump in sorted(run_dir.iterdir() if run_dir.is_dir() else ()):
+        if not protocol.is_faulthandler_file(dump.name):
+            continue
+        try:
+            frames += [f for stack in parse_faulthandler(dump.read_text(errors="replace")).values() for f in stack]
+        except OSError:
+            continue
+    placed = [f for f in frames if f.file is not None and f.line is not None]
+    test_file = str(item.path)
+    at = next((f for f in placed if f.file == test_file), None) or next(
+        (f for f in placed if is_user_file(f.file)), None)
+    if at is None or at.file is None or at.line is None:
+        return
+    # A frame at that file and line: pytest shows the innermost frame of the interrupt's traceback.
+    code = compile("\n" * (at.line - 1) + "raise KeyboardInterrupt", at.file, "exec")
+    try:
+        exec(code, {"__name__": at.function or "test"})
+    except KeyboardInterrupt as again:
+        again.__suppress_context__ = True
+        raise
 
 
 def _show_output(result: RunResult) -> None:

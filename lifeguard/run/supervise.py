@@ -26,7 +26,7 @@ from lifeguard.child.protocol import BODY_START, SPEC_ENV, faulthandler_file
 from lifeguard.errors import UsageError
 from lifeguard.model.outcomes import Phase
 from lifeguard.model.result import Leftover, RunResult
-from lifeguard.model.run import RunKind, RunSpec
+from lifeguard.model.run import RunKind, RunSpec, StartMode
 from lifeguard.proc.handles import ForkedChild, PopenHandle
 from lifeguard.proc.membership import RunMembership
 from lifeguard.proc.procfs import oom_kill_count, read_proc, signal_caught
@@ -343,8 +343,11 @@ def _supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fi
                 info = read_proc(pid)
                 leftovers.append(Leftover(pid, info.comm if info else "?", info.ppid if info else None,
                                           info.state if info else ""))
-    except BaseException:  # cancelled, Ctrl-C in this thread, or our own bug: never leave the tree behind
+    except BaseException as exc:  # cancelled, Ctrl-C in this thread, or our own bug: never leave the tree behind
         interrupted = True
+        if isinstance(exc, KeyboardInterrupt) and spec.mode is StartMode.PYTEST_FORK:
+            # Where the forked test was, for pytest's Ctrl-C line (pytest_plugin.guard.interrupted_at).
+            dump_python_stacks([handle.pid], files.run_dir)
         raise
     finally:
         try:

@@ -631,6 +631,9 @@ def test_a_stopped_pytest_leaves_no_forked_test_behind(plugin_env: pytest.Pytest
     wait_for(lambda: not pid_alive(child), f"the forked test {child} to be gone", timeout=pace.deadline(10))
     if how == signal.SIGINT:
         assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+        # pytest names the line the forked test was at, not lifeguard's wait for it.
+        sleep_line = SLEEPER.strip().splitlines().index("    time.sleep(600)") + 1  # (makepyfile strips it)
+        assert f"test_sleeper.py:{sleep_line}: KeyboardInterrupt" in out, out
         report = json.loads((plugin_env.path / "out" / "report.json").read_text())
         assert report["interrupted"] is True  # an interrupted session is never "all as expected"
 
