@@ -116,7 +116,7 @@ def test_reports_and_exit_codes(scenario_file, tmp_path: Path) -> None:
     assert "lifeguard report: 1 unexpected of 2 series" in page
     unexpected = page.index('<tr class="series unexpected" data-name="beta_fails[default]">')
     assert unexpected < page.index('<tr class="series expected" data-name="alpha_ok[default]">')  # on top
-    assert '<a href="#s1">beta_fails[default]</a>' in page
+    assert '<a href="#s1">beta_<wbr>fails[<wbr>default]<wbr></a>' in page
     assert '<details class="series-evidence unexpected" id="s1" open>' in page and "exit code 3" in page
 
 
