@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from lifeguard.errors import EXIT_LIFETIME
 from tests.helpers import Pace, load_report, pid_alive, run_cli, run_pids
 
 # A deadline (seconds, at least) for runs that must hang in their body, scaled by Pace to this machine.
@@ -71,7 +72,7 @@ def run_hang(tmp_path: Path, pace: Pace, code: str, *options: str) -> tuple[dict
     script.write_text(code)
     proc = run_cli("run", "--timeout", pace.deadline_text(HANG_AT_LEAST), "--report", str(tmp_path / "r"),
                    *options, str(script))
-    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    assert proc.returncode in (0, EXIT_LIFETIME), proc.stdout + proc.stderr  # a hang, if it hung
     run = load_report(tmp_path / "r")["runs"][0]
     for pid in run_pids(run):
         assert not pid_alive(pid)
