@@ -99,6 +99,20 @@ def finish_cli(proc: subprocess.Popen[str], timeout: float = CLI_TIMEOUT) -> sub
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+def read_terminal(master: int, wait: float) -> bytes | None:
+    """What a pseudo-terminal's program wrote within ``wait`` seconds (b"" if nothing), None once its other end
+    has closed (the program exited)."""
+    import select
+
+    ready, _, _ = select.select([master], [], [], wait)
+    if not ready:
+        return b""
+    try:
+        return os.read(master, 65536) or None
+    except OSError:
+        return None
+
+
 def load_report(directory: Path) -> dict[str, Any]:
     return json.loads((directory / "report.json").read_text())
 

@@ -83,16 +83,17 @@ def _json(value: Any) -> str:
         return "null"
     if value is True or value is False:
         return "true" if value else "false"
+    # A subclass (an IntEnum, a namedtuple, a str of a library's own type): as the exact type it extends.
     if isinstance(value, str):
-        return '"' + value.translate(_JSON_ESCAPES) + '"'
+        return _json(str.__str__(value))
     if isinstance(value, int):
         return str(int(value))
     if isinstance(value, float) and value - value == 0:  # finite
-        return repr(value)
+        return repr(float(value))
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join([_json(v) for v in value]) + "]"
+        return _json(list(value))
     if isinstance(value, dict):
-        return "{" + ", ".join([_json(str(k)) + ": " + _json(v) for k, v in value.items()]) + "}"
+        return _json(dict(value))
     return _json(repr(value))
 
 
@@ -137,4 +138,3 @@ def variant() -> str:
 def note(message: str) -> None:
     """Record a free-form note in the run's evidence (shown in reports)."""
     emit(protocol.NOTE, message=message)
-

@@ -171,6 +171,13 @@ STDOUT_FILE = "stdout.txt"
 STDERR_FILE = "stderr.txt"
 SPEC_FILE = "spec.txt"  # a spec too long for SPEC_ENV
 BOOT_SCRIPT = "lifeguard_boot.py"  # the bootstrap as a script, for tools that run a file (gdb)
+BOOTSTRAP = "from lifeguard.child import bootstrap"  # the child's first statement of its own (run.launch.child_argv)
+
+
+def is_bootstrap(cmdline: list[str] | tuple[str, ...]) -> bool:
+    """Whether a process's command line is lifeguard's child bootstrap, not a command anyone typed."""
+    return any(BOOTSTRAP in word or word.endswith(f"/{BOOT_SCRIPT}") for word in cmdline)
+
 SITE_HOOK_DIR = "attach"  # the folder put first on a plain run's PYTHONPATH...
 SITE_HOOK_FILE = "sitecustomize.py"  # ...holding only this, which attaches each Python process (child.attach)
 CORE_PATTERN_FILE = "/proc/sys/kernel/core_pattern"

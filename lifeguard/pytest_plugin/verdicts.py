@@ -29,8 +29,8 @@ def interpreter() -> Interpreter:
 def user_properties(item: pytest.Item, summaries: list[SeriesSummary], report: Path | None, *,
                     section: bool = True) -> None:
     """JUnit ``<property>`` elements named as in lifeguard's own junit.xml, and (``section``) a report section
-    with every series' verdict. Properties only for a test some run of which did not pass: on every passing
-    test of a suite they made pytest's junit.xml several times its size and said nothing."""
+    with every series' verdict. Properties only where they say something (report.junit.worth_properties): on
+    every passing test of a suite they made pytest's junit.xml several times its size."""
     told = [s for s in summaries if worth_properties(s)]
     for summary in told:
         item.user_properties.extend(series_properties(summary, prefix=len(summaries) > 1))

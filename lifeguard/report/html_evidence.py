@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+from lifeguard.child.protocol import is_bootstrap
 from lifeguard.diagnose.view import (
     culprit_threads,
     forked_parents,
@@ -24,7 +25,6 @@ from lifeguard.diagnose.view import (
 )
 from lifeguard.model.result import RunResult, series_label
 from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack, is_harness_file
-from lifeguard.run.launch import is_bootstrap
 
 MAX_FILES = 40  # evidence files listed for one run (a run folder of a command may hold many cores)
 

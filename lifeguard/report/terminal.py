@@ -230,11 +230,11 @@ class TerminalSink:
                 self.print_marked(f"skip {series_label(summary.scenario, summary.variant)}  not run: {why}")
                 continue
             self._series_lines(summary)
-        own = None
+        own = next((run for s in session.summaries if (run := self._own_exit(s)) is not None), None)
         for summary in session.summaries:
             if summary.verdict is Verdict.EXPECTED or summary.first_unexpected is None or not summary.runs:
                 continue
-            if (own := self._own_exit(summary)) is not None:
+            if self._own_exit(summary) is not None:
                 continue  # said in its series line
             self.print(f"\n=== {series_label(summary.scenario, summary.variant)} expected {summary.expected} ===")
             self.print(self._evidence(summary.first_unexpected, summary.scenario in plain))

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +34,6 @@ def child_path_dir() -> Path:
 DUMP_SIGNAL = signal.SIGUSR2
 
 PRECOMPILE_TIMEOUT = 60.0
-BOOTSTRAP = "from lifeguard.child import bootstrap"  # the child's first statement of its own (child_argv)
 
 
 def child_side_modules() -> list[Path]:
@@ -138,7 +136,7 @@ def boot_script(path_dir: Path) -> Path:
     script = path_dir / BOOT_SCRIPT
     if not script.exists():
         tmp = path_dir / f".{BOOT_SCRIPT}.{os.getpid()}.{threading.get_ident()}"
-        tmp.write_text(f"{BOOTSTRAP}\n\nbootstrap.main()\n")
+        tmp.write_text(f"{protocol.BOOTSTRAP}\n\nbootstrap.main()\n")
         os.replace(tmp, script)
     return script
 
@@ -169,13 +167,8 @@ def child_argv(spec: RunSpec, *, as_script: bool = False) -> list[str]:
     if as_script:
         boot = [str(boot_script(path_dir))]
     else:
-        boot = ["-c", f"import sys; sys.path.insert(0, {str(path_dir)!r}); {BOOTSTRAP}; bootstrap.main()"]
+        boot = ["-c", f"import sys; sys.path.insert(0, {str(path_dir)!r}); {protocol.BOOTSTRAP}; bootstrap.main()"]
     return [spec.interpreter.executable, "-X", "faulthandler", "-u", *spec.python_flags, *boot]
-
-
-def is_bootstrap(cmdline: Sequence[str]) -> bool:
-    """Whether a process's command line is lifeguard's child bootstrap (child_argv), not the user's command."""
-    return any(BOOTSTRAP in word or word.endswith(f"/{BOOT_SCRIPT}") for word in cmdline)
 
 
 

@@ -5,27 +5,21 @@ from __future__ import annotations
 
 import os
 import pty
-import select
 import subprocess
 import time
 from pathlib import Path
 
-from tests.helpers import ROOT, Pace, real_python
+from tests.helpers import ROOT, Pace, read_terminal, real_python
 
 FAILING = "def test_x():\n    value = 1\n    assert value == 2\n"
 
 
 def _read_until(master: int, marker: bytes, seen: bytearray, deadline: float) -> bool:
     while marker not in seen and time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.1)
-        if ready:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # the terminal's other end closed: pytest has exited
-                return marker in seen
-            if not chunk:
-                break
-            seen += chunk
+        chunk = read_terminal(master, 0.1)
+        if chunk is None:  # the terminal's other end closed: pytest has exited
+            break
+        seen += chunk
     return marker in seen
 
 

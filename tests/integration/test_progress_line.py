@@ -6,12 +6,11 @@ from __future__ import annotations
 import os
 import pty
 import re
-import select
 import subprocess
 import time
 from pathlib import Path
 
-from tests.helpers import ROOT, Pace, real_python
+from tests.helpers import ROOT, Pace, read_terminal, real_python
 
 PROGRESS = re.compile(r"runs (\d+)/(\d+)  unexpected \d+  [\d.]+ runs/s  (\d+)s")
 
@@ -40,15 +39,10 @@ def slow():
     try:
         deadline = time.monotonic() + pace.deadline(120)
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.1)
-            if ready:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # the terminal's other end closed: lifeguard has exited
-                    break
-                if not chunk:
-                    break
-                output += chunk
+            chunk = read_terminal(master, 0.1)
+            if chunk is None:  # the terminal's other end closed: lifeguard has exited
+                break
+            output += chunk
             if not go.exists():
                 seconds = {int(m.group(3)) for m in PROGRESS.finditer(output.decode(errors="replace"))
                            if m.group(1) == "0"}

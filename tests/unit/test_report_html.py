@@ -199,7 +199,7 @@ def test_a_failing_series_shows_its_finding_and_culprit_in_the_verdict_table(tmp
     # The name breaks only after its separators, never inside a word.
     assert ("tests/<wbr>test_<wbr>mod.<wbr>py::<wbr>test_<wbr>fork_<wbr>with_<wbr>pending_<wbr>callback[<wbr>"
             "buggy]<wbr>") in table
-    # One run: no statistics, no charts, no seed that means nothing.
+    # One run: no statistics, no charts.
     assert "<svg" not in page and "rate &gt;" not in page and "rate >" not in page
     assert "failure rate (95% interval)" not in table
 
