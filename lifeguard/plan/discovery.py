@@ -39,6 +39,7 @@ POLL_INTERVAL = 0.05  # without pidfds only: how often the wait looks for the ex
 RECORDS_CAP = 32 * 1024 * 1024  # more is not declarations: the process is stopped and the session refused
 OUTPUT_TAIL = 64 * 1024  # of the process's stdout and stderr, kept for the error (faulthandler's stacks)
 KILL_ROUNDS = 5  # a member may fork between the scan and the kill
+EXEC_SETTLE = 2.0  # at most this long for a process in the middle of an exec to show its environment
 READ_CHUNK = 1 << 16
 # Chunks read from a pipe before the wait looks at the clock again; at the end, what is left in a pipe
 # (no more than its buffer: the writer blocks when it is full) fits in one such read.
@@ -202,8 +203,10 @@ def end_tree(root: int, token: str) -> list[int]:
     """SIGKILL every live process of the discovery rooted at ``root`` (itself included, if still running);
     return the others found running, which its files left behind."""
     found: list[int] = []
-    for _ in range(KILL_ROUNDS):
-        members = tree_members(root, token)
+    rounds = 0
+    settle = time.monotonic() + EXEC_SETTLE
+    while rounds < KILL_ROUNDS:
+        members, undecided = tree_members(root, token)
         try:
             os.killpg(root, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -211,18 +214,31 @@ def end_tree(root: int, token: str) -> list[int]:
         for pid in members:
             _signal(pid, signal.SIGKILL)
         found.extend(pid for pid in members if pid != root and pid not in found)
-        if not members:
+        if members:
+            rounds += 1
+        elif undecided and time.monotonic() < settle:
+            time.sleep(POLL_INTERVAL / 10)  # a process in the middle of an exec: its marker is readable soon
+        else:
             break
     _reap_ours(found)
     return found
 
 
-def tree_members(root: int, token: str) -> list[int]:
-    """Live processes of the discovery's session or group, or marked with its id in DISCOVER_ENV."""
+def tree_members(root: int, token: str) -> tuple[list[int], list[int]]:
+    """Live processes of the discovery's session or group, or marked with its id in DISCOVER_ENV; and the
+    processes that cannot say yet (in the middle of an exec, as a child that called setsid may be)."""
     me = os.getpid()
-    return [info.pid for info in all_processes().values()
-            if info.pid != me and info.state not in ZOMBIE_STATES  # zombies and the dead: nothing left to kill
-            and (root in (info.pgrp, info.sid) or has_env_marker(info.pid, protocol.DISCOVER_ENV, token))]
+    members: list[int] = []
+    undecided: list[int] = []
+    for info in all_processes().values():
+        if info.pid == me or info.state in ZOMBIE_STATES:  # zombies and the dead: nothing left to kill
+            continue
+        marked = root in (info.pgrp, info.sid) or has_env_marker(info.pid, protocol.DISCOVER_ENV, token)
+        if marked:
+            members.append(info.pid)
+        elif marked is None:
+            undecided.append(info.pid)
+    return members, undecided
 
 
 def _reap_ours(pids: list[int]) -> None:

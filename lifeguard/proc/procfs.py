@@ -11,6 +11,7 @@ import ctypes
 import functools
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,19 +116,53 @@ def process_identity(pid: int) -> ProcessIdentity:
     return ProcessIdentity(info.ppid if info is not None else None, exe, cmdline)
 
 
-def has_env_marker(pid: int, name: str, value: str) -> bool:
-    """Does process ``pid``'s environment (as it started) hold NAME=VALUE?"""
+def has_env_marker(pid: int, name: str, value: str) -> bool | None:
+    """Does process ``pid``'s environment (as it started) hold NAME=VALUE? None: not known yet, the process
+    is in the middle of an exec (look again)."""
     needle = f"{name}={value}".encode()
+    for _ in range(EXEC_REREADS):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                entries = f.read()
+        except OSError:
+            return False
+        if entries:
+            return needle in entries.split(b"\0")
+        state = exec_state(pid)
+        if state is None:
+            return False  # gone, a zombie, a kernel thread: no environment to read
+        if state == "starting":
+            return None
+        time.sleep(0.001)  # the new image's arguments are there, its environment comes next (or it has none)
+    return False
+
+
+# A live process with an empty environment is read again this many times, a millisecond apart: an exec fills in
+# the new image's arguments, then its environment, within microseconds; a process started without any environment
+# stays empty.
+EXEC_REREADS = 5
+PF_KTHREAD = 0x00200000  # a stat file's flags: a kernel thread (no command line, no environment, ever)
+
+
+def exec_state(pid: int) -> str | None:
+    """How far a live user process with an empty environment may be in an execve: "starting" (the new image has
+    no command line yet either), else "running" (its arguments are there); None for a zombie, a kernel thread or
+    a process that is gone."""
+    read = stat_fields(f"/proc/{pid}/stat")
+    if read is None or read[1][0] in ZOMBIE_STATES:
+        return None
     try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return needle in f.read().split(b"\0")
-    except OSError:
-        return False
+        if int(read[1][6]) & PF_KTHREAD:
+            return None
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return "running" if f.read(1) else "starting"
+    except (IndexError, ValueError, OSError):
+        return None
 
 
 def has_marker(pid: int, run_id: str) -> bool:
     """Was ``pid`` started with run ``run_id``'s marker in its environment?"""
-    return has_env_marker(pid, RUN_MARKER_ENV, run_id)
+    return bool(has_env_marker(pid, RUN_MARKER_ENV, run_id))
 
 
 def run_marker(pid: int) -> str | None:

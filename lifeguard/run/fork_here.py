@@ -26,7 +26,7 @@ from lifeguard.run.containment import containment
 from lifeguard.run.launch import RunFiles, child_env, child_spec
 from lifeguard.run.live import LiveOutput
 from lifeguard.run.relay import Relays
-from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP, CaptureHook, starting, supervise
+from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP, CaptureHook, dump_where_interrupted, starting, supervise
 
 END_TIMEOUT = 5.0  # for a child killed outside supervision to be reaped (one in uninterruptible sleep is left)
 
@@ -84,16 +84,20 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
                 if collector:
                     gc.enable()
             membership.started(pid)
-        except BaseException:
+        except BaseException as exc:
             if pid > 0:  # forked, not supervised yet (a Ctrl-C in between): never left running
+                dump_where_interrupted(exc, spec, pid)
                 (handle or ForkedChild(pid)).end(END_TIMEOUT)
             raise
     assert handle is not None  # (forked above, or raised)
     try:
         return supervise(spec, handle, membership, files, relays, started, cancel=cancel,
                          capture_hooks=capture_hooks, meanwhile=meanwhile)
-    except BaseException:
-        handle.end(END_TIMEOUT)  # nothing left to do once supervise ended it; else a Ctrl-C came before it began
+    except BaseException as exc:
+        # Nothing left to do once supervise ended it (a dead child has no stacks to dump); else a Ctrl-C came
+        # before its watch began.
+        dump_where_interrupted(exc, spec, handle.pid)
+        handle.end(END_TIMEOUT)
         raise
     finally:
         if sigchld_ignored:

@@ -148,6 +148,13 @@ def _body_start_deadline(spec: RunSpec, handle: ChildHandle, membership: RunMemb
     return limit, True
 
 
+def dump_where_interrupted(exc: BaseException, spec: RunSpec, pid: int) -> None:
+    """A Ctrl-C while a forked test's child runs (supervised or not yet): its Python stacks, for pytest's
+    Ctrl-C line to name the test's line (pytest_plugin.guard.interrupted_at), before the child is ended."""
+    if isinstance(exc, KeyboardInterrupt) and spec.mode is StartMode.PYTEST_FORK:
+        dump_python_stacks([pid], spec.run_dir)
+
+
 def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
     """Ask every Python process of the tree for a faulthandler dump of all threads."""
     sizes: dict[int, int] = {}
@@ -345,9 +352,7 @@ def _supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fi
                                           info.state if info else ""))
     except BaseException as exc:  # cancelled, Ctrl-C in this thread, or our own bug: never leave the tree behind
         interrupted = True
-        if isinstance(exc, KeyboardInterrupt) and spec.mode is StartMode.PYTEST_FORK:
-            # Where the forked test was, for pytest's Ctrl-C line (pytest_plugin.guard.interrupted_at).
-            dump_python_stacks([handle.pid], files.run_dir)
+        dump_where_interrupted(exc, spec, handle.pid)
         raise
     finally:
         try:

@@ -606,6 +606,11 @@ def _watchdogs() -> list[str]:
     return found
 
 
+def _sleep_line() -> int:
+    """The line of SLEEPER's test that a Ctrl-C interrupts (makepyfile strips the source)."""
+    return SLEEPER.strip().splitlines().index("    time.sleep(600)") + 1
+
+
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "sigkill"])
 def test_a_stopped_pytest_leaves_no_forked_test_behind(plugin_env: pytest.Pytester, pace: Pace,
                                                         how: signal.Signals) -> None:
@@ -632,8 +637,7 @@ def test_a_stopped_pytest_leaves_no_forked_test_behind(plugin_env: pytest.Pytest
     if how == signal.SIGINT:
         assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
         # pytest names the line the forked test was at, not lifeguard's wait for it.
-        sleep_line = SLEEPER.strip().splitlines().index("    time.sleep(600)") + 1  # (makepyfile strips it)
-        assert f"test_sleeper.py:{sleep_line}: KeyboardInterrupt" in out, out
+        assert f"test_sleeper.py:{_sleep_line()}: KeyboardInterrupt" in out, out
         report = json.loads((plugin_env.path / "out" / "report.json").read_text())
         assert report["interrupted"] is True  # an interrupted session is never "all as expected"
 
@@ -735,10 +739,12 @@ def test_ctrl_c_between_the_fork_and_its_supervision_leaves_no_forked_test_behin
     plugin_env.makepyfile(test_sleeper=SLEEPER.format(pid_file=str(pid_file)))
     proc = _start_pytest(plugin_env.path, "--lifeguard")
     try:
-        proc.communicate(timeout=INNER_SESSION_TIMEOUT)  # ends: the forked test no longer holds its output
+        out, _ = proc.communicate(timeout=INNER_SESSION_TIMEOUT)  # ends: the forked test no longer holds its output
         assert proc.returncode == pytest.ExitCode.INTERRUPTED
         child = int(pid_file.read_text())
         wait_for(lambda: not pid_alive(child), f"the forked test {child} to be gone", timeout=pace.deadline(10))
+        # Supervision had not begun: pytest still names the test's line, not lifeguard's own.
+        assert f"test_sleeper.py:{_sleep_line()}: KeyboardInterrupt" in out, out
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
