@@ -230,11 +230,12 @@ class TerminalSink:
                 self.print_marked(f"skip {series_label(summary.scenario, summary.variant)}  not run: {why}")
                 continue
             self._series_lines(summary)
-        own = next((run for s in session.summaries if (run := self._own_exit(s)) is not None), None)
-        for summary in session.summaries:
+        own_exits = [(summary, self._own_exit(summary)) for summary in session.summaries]
+        own = next((run for _, run in own_exits if run is not None), None)
+        for summary, own_exit in own_exits:
             if summary.verdict is Verdict.EXPECTED or summary.first_unexpected is None or not summary.runs:
                 continue
-            if self._own_exit(summary) is not None:
+            if own_exit is not None:
                 continue  # said in its series line
             self.print(f"\n=== {series_label(summary.scenario, summary.variant)} expected {summary.expected} ===")
             self.print(self._evidence(summary.first_unexpected, summary.scenario in plain))

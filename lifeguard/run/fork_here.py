@@ -86,17 +86,17 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
             membership.started(pid)
         except BaseException as exc:
             if pid > 0:  # forked, not supervised yet (a Ctrl-C in between): never left running
-                dump_where_interrupted(exc, spec, pid)
-                (handle or ForkedChild(pid)).end(END_TIMEOUT)
+                forked = handle or ForkedChild(pid)
+                dump_where_interrupted(exc, spec, forked)
+                forked.end(END_TIMEOUT)
             raise
     assert handle is not None  # (forked above, or raised)
     try:
         return supervise(spec, handle, membership, files, relays, started, cancel=cancel,
                          capture_hooks=capture_hooks, meanwhile=meanwhile)
     except BaseException as exc:
-        # Nothing left to do once supervise ended it (a dead child has no stacks to dump); else a Ctrl-C came
-        # before its watch began.
-        dump_where_interrupted(exc, spec, handle.pid)
+        # Nothing left to do once supervise ended it; else a Ctrl-C came before its watch began.
+        dump_where_interrupted(exc, spec, handle)
         handle.end(END_TIMEOUT)
         raise
     finally:

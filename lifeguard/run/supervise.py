@@ -148,11 +148,12 @@ def _body_start_deadline(spec: RunSpec, handle: ChildHandle, membership: RunMemb
     return limit, True
 
 
-def dump_where_interrupted(exc: BaseException, spec: RunSpec, pid: int) -> None:
+def dump_where_interrupted(exc: BaseException, spec: RunSpec, handle: ChildHandle) -> None:
     """A Ctrl-C while a forked test's child runs (supervised or not yet): its Python stacks, for pytest's
-    Ctrl-C line to name the test's line (pytest_plugin.guard.interrupted_at), before the child is ended."""
-    if isinstance(exc, KeyboardInterrupt) and spec.mode is StartMode.PYTEST_FORK:
-        dump_python_stacks([pid], spec.run_dir)
+    Ctrl-C line to name the test's line (pytest_plugin.guard.interrupted_at), before the child is ended. A child
+    that has exited is left alone: once reaped, its pid may be another process's."""
+    if isinstance(exc, KeyboardInterrupt) and spec.mode is StartMode.PYTEST_FORK and not handle.wait_step(0.0):
+        dump_python_stacks([handle.pid], spec.run_dir)
 
 
 def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
@@ -352,7 +353,7 @@ def _supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fi
                                           info.state if info else ""))
     except BaseException as exc:  # cancelled, Ctrl-C in this thread, or our own bug: never leave the tree behind
         interrupted = True
-        dump_where_interrupted(exc, spec, handle.pid)
+        dump_where_interrupted(exc, spec, handle)
         raise
     finally:
         try:
