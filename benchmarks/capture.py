@@ -41,6 +41,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from figures import record  # noqa: E402
+
 from lifeguard.capture.bounded import run_bounded  # noqa: E402
 from lifeguard.capture.cores import core_setup  # noqa: E402
 from lifeguard.capture.native import (  # noqa: E402
@@ -185,8 +187,13 @@ def ours_live(pid: int) -> Callable[[], object]:
     return action
 
 
+FIGURES: list[str] = []  # a line a row, for --figures
+
+
 def compare(label: str, ours: tuple[str, float], others: dict[str, float | None]) -> None:
     name, seconds = ours
+    FIGURES.append(f"{label}: lifeguard ({name}) **{seconds:.3f} s**" + "".join(
+        f"; {other} {value:.3f} s" for other, value in others.items() if value is not None))
     verdict = "meets" if seconds <= TARGET_SECONDS else "MISSES"
     print(f"{label}: lifeguard ({name}) {seconds:.3f} s  [{verdict} the {TARGET_SECONDS} s target]")
     for other, value in others.items():
@@ -301,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--torch-venv", type=Path, default=DEFAULT_TORCH_VENV)
     parser.add_argument("--no-cores", action="store_true", help="skip the crash core rows")
     parser.add_argument("--no-ladder", action="store_true", help="skip the whole-ladder (deadline to evidence) row")
+    parser.add_argument("--figures", action="store_true", help="record the rows in docs/figures.md")
     args = parser.parse_args(argv)
     backends = available_hang_backends()
     if not backends:
@@ -322,8 +330,13 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_cores:
             core_rows(pythons, work, args.runs, args.gdb_runs)
     if not args.no_ladder:
+        ladder = deadline_to_evidence(args.runs)
         print(f"whole ladder, deadline to complete evidence (kernel sample + stacks + faulthandler dumps + kill + "
-              f"findings) of a 3-thread hang run, median of {args.runs}: {deadline_to_evidence(args.runs):.3f} s")
+              f"findings) of a 3-thread hang run, median of {args.runs}: {ladder:.3f} s")
+        FIGURES.append(f"a 3-thread hang, its deadline to complete evidence (kernel sample, stacks, faulthandler "
+                       f"dumps, kill, findings): **{ladder:.3f} s**")
+    if args.figures:
+        record("capture", FIGURES)
     return 0
 
 

@@ -17,7 +17,7 @@ log method; a ratio's interval is unbounded when the plain runs never failed).
 
 Target: lifeguard's rate >= 0.8x the plain rate; with the matching perturbation >= 5x.
 
-    python benchmarks/fidelity.py [--python PATH ...] [--runs 100] [--batch 10] [--race finalize ...]
+    python benchmarks/fidelity.py [--python PATH ...] [--runs 100] [--batch 10] [--race finalize ...] [--figures]
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from figures import record  # noqa: E402
 
 from lifeguard.model.stats import Z_95, wilson_interval  # noqa: E402
 
@@ -150,11 +152,13 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=100, help="runs of each program in each condition")
     parser.add_argument("--batch", type=int, default=10, help="runs of one condition before the next one's")
     parser.add_argument("--race", action="append", choices=[race.name for race in RACES])
+    parser.add_argument("--figures", action="store_true", help="record the results in docs/figures.md")
     args = parser.parse_args()
     os.environ.setdefault("LIFEGUARD_CACHE", tempfile.mkdtemp(prefix="lifeguard-fidelity-cache-"))
     chosen = [race for race in RACES if not args.race or race.name in args.race]
     print(f"each program {args.runs} times per condition, plain and under `lifeguard run -j 1`, interleaved "
           f"in batches of {args.batch}; a ratio is that condition's rate over the plain rate")
+    figures = []
     for python in args.python or [sys.executable]:
         version = version_of(python)
         with tempfile.TemporaryDirectory(prefix="lifeguard-fidelity-") as folder:
@@ -164,6 +168,10 @@ def main() -> int:
                 failed = measure(python, race, work, args.runs, args.batch, work)
                 base = failed["plain"]
                 print(f"CPython {version}, {race.name}:")
+                figures.append(f"CPython {version}, {race.name}: plain {base}/{args.runs}, " + ", ".join(
+                    f"{'under lifeguard' if condition == 'lifeguard' else '--perturb ' + condition} "
+                    f"{count}/{args.runs} ({' '.join(ratio_text(count, args.runs, base, args.runs).split())})"
+                    for condition, count in failed.items() if condition != "plain"))
                 for condition, count in failed.items():
                     label = {"plain": "plain", "lifeguard": "under lifeguard"}.get(
                         condition, f"under lifeguard --perturb {condition}")
@@ -171,6 +179,8 @@ def main() -> int:
                     if condition != "plain":
                         line += "  " + ratio_text(count, args.runs, base, args.runs)
                     print(line, flush=True)
+    if args.figures:
+        record("fidelity", figures)
     return 0
 
 

@@ -1,7 +1,7 @@
 """report.html in a real browser: its size, Chromium's load time, console errors, and a screenshot.
 
     python benchmarks/html_page.py REPORT_DIR [REPORT_DIR...]      # pages lifeguard wrote (--report DIR)
-    python benchmarks/html_page.py --synthetic 10000               # a page of 10,000 synthetic runs
+    python benchmarks/html_page.py --synthetic 10000 [--figures]   # a page of 10,000 synthetic runs
 
 ``--synthetic N`` writes a report folder through the real sink (ReportDirSink: results.jsonl, then the page
 from it) for N made-up runs in 10 series, a few of them failing, none of them a real process: it measures the
@@ -20,13 +20,16 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from figures import record  # noqa: E402
+
 from tests.browser import browser_missing, open_report  # noqa: E402
 from tests.synthetic_report import write_synthetic_report  # noqa: E402
 
 PAGE_TIMEOUT = 120.0
 
 
-def measure(folder: Path, full: bool = False) -> int:
+def measure(folder: Path, full: bool = False) -> tuple[int, str]:
+    """Prints the page's figures; returns its status (1: errors or requests) and the figures' line."""
     page_path = folder / "report.html"
     size = page_path.stat().st_size
     with tempfile.TemporaryDirectory(prefix="lifeguard-browser-") as profiles:
@@ -41,7 +44,9 @@ def measure(folder: Path, full: bool = False) -> int:
                   f"{len(network)}; screenshot {shot} ({shot.stat().st_size:,} bytes)")
             for line in errors + network:
                 print(f"  {line}")
-            return 1 if errors or network else 0
+            line = (f"{size / 2**20:.2f} MiB; Chromium loads it in {opened.load_seconds:.3f} s; "
+                    f"{len(errors)} console errors, {len(network)} network requests")
+            return (1 if errors or network else 0), line
 
 
 def main() -> int:
@@ -50,6 +55,7 @@ def main() -> int:
     parser.add_argument("--synthetic", type=int, metavar="RUNS", help="also measure a page of RUNS made-up runs")
     parser.add_argument("--full", action="store_true", help="also a screenshot of the whole page (report-full.png)")
     parser.add_argument("--keep", type=Path, help="where to write the synthetic report (default: a temp folder)")
+    parser.add_argument("--figures", action="store_true", help="record the synthetic page's figures in docs/figures.md")
     args = parser.parse_args()
     missing = browser_missing()
     if missing:
@@ -57,12 +63,15 @@ def main() -> int:
         return 2
     status = 0
     for folder in args.folders:
-        status |= measure(folder, args.full)
+        status |= measure(folder, args.full)[0]
     if args.synthetic:
         with tempfile.TemporaryDirectory(prefix="lifeguard-html-") as tmp:
             folder = args.keep or Path(tmp) / "report"
             write_synthetic_report(folder, args.synthetic)
-            status |= measure(folder, args.full)
+            failed, line = measure(folder, args.full)
+            status |= failed
+        if args.figures:
+            record("report-page", [f"a page of {args.synthetic:,} runs (made up, 10 series): {line}"])
     return status
 
 

@@ -15,7 +15,7 @@ lifeguard's own modules are byte-compiled first, as an installed wheel's are (PY
 otherwise make every start compile them again).
 
     python benchmarks/overhead.py [--runs 200] [--rounds 3] [--program-rounds 7] [--program-seconds 1]
-                                  [--program-only]
+                                  [--program-only] [--figures]
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from pathlib import Path
 
 from _trivial import BODY as CODE
 from _trivial import ROOT, write_scenario
+from figures import record
 
 BARE_TIMEOUT = 30.0
 
@@ -131,7 +132,8 @@ def installed_tool(python: str) -> Path:
     return venv / "bin"
 
 
-def program_overhead(tool: Path, folder: Path, rounds: int, seconds: float) -> None:
+def program_overhead(tool: Path, folder: Path, rounds: int, seconds: float) -> list[str]:
+    """Prints the comparison; returns its figures, a line a program."""
     python = str(tool / "python")
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
@@ -143,6 +145,7 @@ def program_overhead(tool: Path, folder: Path, rounds: int, seconds: float) -> N
                 "sleeps": [python, str(sleeping), str(seconds)]}
     print(f"\na program of about {seconds:g} s, {rounds} rounds, `lifeguard run -q -- python3 script.py` and "
           "`python3 script.py` in turn:")
+    figures = []
     for what, bare_argv in programs.items():
         guarded_argv = [str(tool / "lifeguard"), "run", "-q", "--", *bare_argv]
         bare_times, guarded_times = [], []
@@ -156,6 +159,9 @@ def program_overhead(tool: Path, folder: Path, rounds: int, seconds: float) -> N
               f"(fastest {min(guarded_times) * 1000:.1f})")
         print(f"overhead of lifeguard run -- on a program that {what} {seconds:g} s: {extra / base * 100:.1f}% "
               f"(the median of the rounds' differences: {extra * 1000:.0f} ms; target < 5%)")
+        figures.append(f"a program that {what} {seconds:g} s: **{extra / base * 100:.1f}%** more "
+                       f"({extra * 1000:.0f} ms, the median of {rounds} rounds' differences; target < 5%)")
+    return figures
 
 
 def main() -> int:
@@ -165,13 +171,16 @@ def main() -> int:
     parser.add_argument("--program-rounds", type=int, default=7)
     parser.add_argument("--program-seconds", type=float, default=1.0)
     parser.add_argument("--program-only", action="store_true", help="only the whole-program comparison")
+    parser.add_argument("--figures", action="store_true", help="record the results in docs/figures.md")
     args = parser.parse_args()
     python = os.path.realpath(sys.executable)
     subprocess.run([python, "-m", "compileall", "-q", str(ROOT / "lifeguard")], check=True, timeout=PROGRAM_TIMEOUT,
                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     if args.program_only:
         with tempfile.TemporaryDirectory() as tmp:
-            program_overhead(installed_tool(python), Path(tmp), args.program_rounds, args.program_seconds)
+            program = program_overhead(installed_tool(python), Path(tmp), args.program_rounds, args.program_seconds)
+        if args.figures:
+            record("head-start", program)
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         scenario = write_scenario(Path(tmp))
@@ -189,7 +198,12 @@ def main() -> int:
     print(f"overhead ratio (lifeguard -j1 / bare): {ratio:.2f}  (target <= 1.2)")
     tool = installed_tool(python)
     with tempfile.TemporaryDirectory() as tmp:
-        program_overhead(tool, Path(tmp), args.program_rounds, args.program_seconds)
+        program = program_overhead(tool, Path(tmp), args.program_rounds, args.program_seconds)
+    if args.figures:
+        record("run-overhead", [
+            *(f"{name}: {statistics.median(values) * 1000:.2f} ms a run" for name, values in times.items()),
+            f"lifeguard -j1 / bare: **{ratio:.2f}** (target <= 1.2); {args.runs} runs, median of {args.rounds} rounds"])
+        record("head-start", program)
     return 0
 
 

@@ -15,7 +15,7 @@ the same pytest process that does nothing but exit, through os._exit and through
 (FLOOR_PLUGIN). It also checks that --lifeguard gives the same pass/fail of every test as plain pytest, with
 and without `-n 2`.
 
-    python benchmarks/pytest_overhead.py [--rounds 5]
+    python benchmarks/pytest_overhead.py [--rounds 5] [--figures]
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from figures import record
 
 ROOT = Path(__file__).resolve().parents[1]
 MSGPACK = "msgpack==1.1.0"
@@ -192,6 +194,7 @@ def installed(python: str, plugin: str) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--figures", action="store_true", help="record the results in docs/figures.md")
     args = parser.parse_args()
     python, folder = prepare(cache_root())
     variants = {name: extra for name, extra in VARIANTS.items()
@@ -243,6 +246,20 @@ def main() -> int:
             print(f"{name:<18} {seconds:.2f} s")
         same_xdist = results["-n 2 --lifeguard"] == results["-n 2 plain"] == results["plain"]
         print(f"same pass/fail with -n 2: {'yes' if same_xdist else 'NO'}")
+        if args.figures:
+            record("pytest", [
+                f"msgpack's own suite, {tests} tests, median of {args.rounds} rounds: plain pytest "
+                f"{median['plain']:.2f} s",
+                "per-test cost over plain pytest: " + ", ".join(
+                    f"`{name}` {cost[name] * 1000:.1f} ms" for name in variants if name != "plain"),
+                f"`--lifeguard` / `--forked`: **{ratio:.2f}** (target at most 2; rounds: "
+                f"{' '.join(f'{r:.2f}' for r in rounds)})",
+                f"floor, a fork of this pytest process that only exits: {quick_exit * 1000:.1f} ms through "
+                f"`os._exit` (pytest-forked's end), {real_exit * 1000:.1f} ms through the interpreter's exit; no "
+                f"tool that ends each test through the interpreter's exit is below {bound:.2f}x pytest-forked's",
+                f"with pytest-xdist's plugins loaded, a serial `--lifeguard` session: {loaded:.2f}x pytest-forked's",
+                f"same pass/fail as plain pytest: {'yes' if same else 'NO'}; with `-n 2`: "
+                f"{'yes' if same_xdist else 'NO'}"])
         return 0 if same and same_xdist else 1
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
