@@ -8,8 +8,10 @@ Specific rules run first; the generic rule speaks only when none of them did.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from lifeguard.diagnose.evidence import Evidence
+from lifeguard.diagnose.messages import cause_quote
 from lifeguard.diagnose.rules.busy_loop import check as busy_loop
 from lifeguard.diagnose.rules.daemon_thread import check as daemon_thread
 from lifeguard.diagnose.rules.exit_waits_for_thread import check as exit_waits_for_thread
@@ -50,7 +52,26 @@ def diagnose(result: RunResult) -> list[Finding]:
     if not findings:
         for rule in FALLBACK_RULES:
             findings.extend(rule(evidence))
-    return findings
+    return with_what_was_said(findings, evidence)
+
+
+def with_what_was_said(findings: list[Finding], evidence: Evidence) -> list[Finding]:
+    """The findings quoting what the program or a library printed on stderr before it went wrong (a fatal
+    message, else a warning about fork, threads or shutdown), where no finding quotes it yet; a run that no
+    rule explains gets it as a finding of its own (``said``)."""
+    quote = cause_quote(evidence.stderr_messages)
+    if quote is None:
+        return findings
+    text = quote.line.text.strip()
+    if any(text in finding.summary or any(text in line for line in finding.evidence) for finding in findings):
+        return findings
+    seen = f"stderr line {quote.line.number}: {text}"
+    if not findings:
+        return [Finding(kind="said", summary=f"{quote.speaker} said: \"{text}\" ({quote.message.meaning})",
+                        hint=quote.message.hint, evidence=(seen,))]
+    first = findings[0]
+    return [replace(first, summary=f"{first.summary}; {quote.speaker} said: \"{text}\"",
+                    evidence=(*first.evidence, seen)), *findings[1:]]
 
 
 __all__ = ["Evidence", "Finding", "RULES", "diagnose"]

@@ -107,7 +107,7 @@ def quote_text(evidence: Evidence) -> tuple[str, Quote | None]:
     quote = cause_quote(evidence.stderr_messages)
     if quote is not None:
         when = "" if quote.before_crash is None else (" before the crash" if quote.before_crash else "")
-        return f"; {quote.message.library} said{when}: \"{quote.line.text.strip()}\" ({quote.message.meaning})", quote
+        return f"; {quote.speaker} said{when}: \"{quote.line.text.strip()}\" ({quote.message.meaning})", quote
     if evidence.fatal_error:
         return f": {evidence.fatal_error}", None
     return "", None

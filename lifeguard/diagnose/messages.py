@@ -39,6 +39,7 @@ def _m(library: str, pattern: str, meaning: str, hint: str, crash_marker: bool =
     return LibraryMessage(library, re.compile(pattern), meaning, hint, crash_marker, about)
 
 
+_SAID = "Read the message: the program or a library printed it just before the run went wrong."
 _HEAP = "Run with PYTHONMALLOC=debug (or under valgrind / ASan) to stop at the first bad free or write."
 _THREAD = ("An object was used or destroyed on a thread that does not own it: hand its destruction to the owning "
            "thread, or stop the threads before the object goes away.")
@@ -105,6 +106,15 @@ MESSAGES: tuple[LibraryMessage, ...] = (
        r"Illegal instruction)", "faulthandler's report of the fatal signal", "", crash_marker=True),
     _m("CPython", r"^Exception ignored (in|on|while)", "Python ignored an exception (often during shutdown)",
        "Read the traceback under it: it is often the first sign of the shutdown order going wrong."),
+    # By shape, for the libraries no entry above names (last, so a named entry wins): a message at the start
+    # of a line (not a traceback's indented source) that says it is fatal, or that warns about fork, threads
+    # or the interpreter's shutdown.
+    _m("", r"^(?=\S).*\b(?i:fatal|abort(ed|ing)?|panic(ked|king)?|terminat(e|ed|ing))\b",
+       "the program or a library said it stops", _SAID),
+    _m("", r"^(?=\S)(?=.*(?i:\bfork(s|ed|ing)?\b|fork\(\)|multi-?thread|\bthreads?\b|thread-?safe|concurren|"
+       r"finaliz|shutdown|at exit))(?=.*(?i:warn|error|unsafe|not (safe|supported|allowed)|deadlock|detected|"
+       r"cannot|can not|must not|invalid|incompatible|disabl))",
+       "the program or a library warned about fork, threads or shutdown", _SAID, about="warning"),
 )
 
 
@@ -148,8 +158,13 @@ class Quote:
     message: LibraryMessage
     before_crash: bool | None  # printed before faulthandler's report of the crash; None when there is none
 
+    @property
+    def speaker(self) -> str:
+        """Who said it: the library a table entry names, else the run's stderr."""
+        return self.message.library or "stderr"
+
     def __str__(self) -> str:
-        return f"{self.message.library}: \"{self.line.text.strip()}\""
+        return f"{self.speaker}: \"{self.line.text.strip()}\""
 
 
 def library_quotes(lines: tuple[StderrLine, ...]) -> list[Quote]:
@@ -165,8 +180,11 @@ def library_quotes(lines: tuple[StderrLine, ...]) -> list[Quote]:
 
 
 def cause_quote(lines: tuple[StderrLine, ...]) -> Quote | None:
-    """The library message most likely to be the cause: the first fatal one (not an ignored exception)."""
+    """The message most likely to be the cause: the first fatal one, else the first warning about fork,
+    threads or shutdown, else the first ignored exception."""
     quotes = library_quotes(lines)
-    fatal = [q for q in quotes if not q.line.text.startswith("Exception ignored")]
-    chosen = fatal or quotes
+    ignored = [q for q in quotes if q.line.text.startswith("Exception ignored")]
+    warnings = [q for q in quotes if q.message.about == "warning"]
+    fatal = [q for q in quotes if q not in ignored and q not in warnings]
+    chosen = fatal or warnings or ignored
     return chosen[0] if chosen else None
