@@ -22,7 +22,7 @@ import faulthandler
 import os
 import sys
 
-from lifeguard.child import cores, emit, joined, os_exit, protocol
+from lifeguard.child import cores, emit, fork_ends, joined, os_exit, protocol
 
 TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows this name
 if TYPE_CHECKING:
@@ -94,12 +94,14 @@ def _install_fork_hook(run_dir: str, signum: int) -> None:
         # The dump registration is inherited with the parent's file: give the
         # child a file of its own so each process's stacks stay apart.
         _register_dump(run_dir, signum)
+        fork_ends.forget_inherited()
         emit(protocol.FORKED, parent=at_fork.get("parent", os.getppid()),
              forking_thread=at_fork.get("forking_thread"), parent_threads=at_fork.get("threads", []))
         at_fork.clear()
 
     def after_in_parent() -> None:
         at_fork.clear()
+        fork_ends.hold_newest()  # before the program can reap the child: its end stays readable
 
     os.register_at_fork(before=before, after_in_child=after_in_child, after_in_parent=after_in_parent)
 
@@ -113,6 +115,8 @@ def _at_exit() -> None:
     the suspects of a crash in finalization (a reference released twice)."""
     extensions = {path.rpartition("/")[2] for module in list(sys.modules.values())
                   if type(path := getattr(module, "__file__", None)) is str and path.endswith(".so")}
+    for pid, code in fork_ends.abnormal_ends():
+        emit(protocol.FORK_CHILD_EXIT, child=pid, status=code, by="kernel")
     emit(protocol.ATEXIT_DONE, extensions=sorted(extensions)[:MAX_EXTENSIONS])
 
 

@@ -141,7 +141,10 @@ PYTEST_OUTCOME = "pytest-outcome"  # a pytest body called pytest.skip() / pytest
 # A probe's parent forked a child ("child": its pid), sent before the child can report anything itself: a child
 # that hangs or dies inside fork() (an atfork handler) never emits FORKED, and is still the run's fork-child.
 FORK_CHILD = "fork-child"
-FORK_CHILD_EXIT = "fork-child-exit"  # how that child ended ("child", "status": exit code, negative: its signal)
+# How a forked child ended ("child", "status": exit code, negative: its signal): a probe's parent reports its
+# child's, and every process at its exit reports, with "by": "kernel", each child it forked that ended non-zero
+# (fork_ends: read from a pidfd, whoever reaped the child).
+FORK_CHILD_EXIT = "fork-child-exit"
 # What a probe run did with its module, once its hook returned (PROBE_KEYS; "why": the one line saying why it
 # exercised nothing, "" when it did). A probe that exercised nothing then exits with a non-zero status and no
 # traceback; the supervisor makes such a run "not exercised" (not_exercised). A fork probe's FORK_CHILD also

@@ -14,7 +14,7 @@ from typing import TextIO
 
 from lifeguard import __version__
 from lifeguard.errors import EXIT_LIFETIME
-from lifeguard.model.outcomes import Expectation, Outcome, Verdict
+from lifeguard.model.outcomes import Expectation, Outcome, Phase, Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, Session, series_label
 from lifeguard.report.escape import for_terminal
 from lifeguard.report.stream import SafeOutput
@@ -63,10 +63,11 @@ def _key(result: RunResult) -> tuple[str, str, int]:
 
 
 def exited_on_its_own(result: RunResult) -> bool:
-    """A run that failed only by its own non-zero exit code: no signal, hang, corruption, leftover process
-    (for a wrapped command such as pytest, its own verdict, not a lifetime problem)."""
+    """A run that failed only by its own non-zero exit code: no signal, hang, corruption, leftover process,
+    forked child that ended badly (for a wrapped command such as pytest, its own verdict, not a lifetime
+    problem)."""
     return (result.outcome is Outcome.FAILED and result.signal is None and not result.leftover_processes
-            and result.exit_code not in (None, 0))
+            and result.exit_code not in (None, 0) and result.phase is not Phase.FORK_CHILD)
 
 
 class TerminalSink:

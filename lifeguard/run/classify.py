@@ -74,13 +74,25 @@ def ended_early_text(settle: float) -> str:
 
 
 def _fork_child_status(events: list[Event], main_pid: int) -> tuple[int, int] | None:
-    """(pid, exit code) of the first forked child the main process saw fail (negative code: its signal)."""
-    for event in events:
-        if event.name == protocol.FORK_CHILD_EXIT and event.pid == main_pid:
-            status = event.get("status")
-            if isinstance(status, int) and status != 0:
-                return int(event.get("child", 0)), status
-    return None
+    """(pid, exit code; negative: its signal) of the forked child of the main process whose end explains the
+    run: one its probe saw fail, else the first the kernel saw die of a crash signal, else the first that ended
+    otherwise non-zero (a SIGTERM from a pool's terminate() is no crash: it only explains a failed run)."""
+    ends = [(int(child), status, event.get("by") == "kernel") for event in events
+            if event.name == protocol.FORK_CHILD_EXIT and event.pid == main_pid
+            and isinstance(status := event.get("status"), int) and not isinstance(status, bool) and status != 0
+            and isinstance(child := event.get("child", 0), int)]
+    ranked = ([end for end in ends if not end[2]] + [end for end in ends if end[2] and -end[1] in CRASH_SIGNALS]
+              + [end for end in ends if end[2]])
+    return (ranked[0][0], ranked[0][1]) if ranked else None
+
+
+def _crash_of_child(status: tuple[int, int] | None, events: list[Event], main_pid: int) -> bool:
+    """Did the child's end mean a crash: a signal a probe saw, or a crash signal the kernel reported."""
+    if status is None or status[1] >= 0:
+        return False
+    probe_saw = any(e.name == protocol.FORK_CHILD_EXIT and e.pid == main_pid and e.get("by") != "kernel"
+                    and e.get("child") == status[0] for e in events)
+    return probe_saw or -status[1] in CRASH_SIGNALS
 
 
 def incomplete_life(spec: RunSpec, events: list[Event], main_pid: int) -> tuple[Phase, str] | None:
@@ -155,7 +167,8 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
             reason += f" after 'Fatal Python error: {fatal.group(1)}'"
         if known and exited_atexit(events, main_pid):
             phase = Phase.EXIT  # a body that raised, then a process that died after its atexit callbacks
-    elif child_status is not None and child_status[1] < 0 and spec.kind is not RunKind.COMMAND:
+    elif _crash_of_child(child_status, events, main_pid) and spec.kind is not RunKind.COMMAND:
+        assert child_status is not None
         # The main process reported a forked child killed by a signal: the crash is the child's.
         outcome = Outcome.CRASHED
         phase = Phase.FORK_CHILD
@@ -194,8 +207,11 @@ def classify(spec: RunSpec, files: RunFiles, main_pid: int, rc: int | None, dura
         outcome = Outcome.FAILED
         errors = [e for e in events if e.name == protocol.BODY_ERROR and e.pid == main_pid]
         reason = str(errors[0].get("error")) if errors else f"exit code {rc}"
-        if child_status is not None and child_status[1] > 0:
+        if child_status is not None:
             phase = Phase.FORK_CHILD  # the body failed because its forked child did
+            child, code = child_status
+            reason += (f"; before it, the forked child {child} "
+                       + (f"exited with code {code}" if code > 0 else f"was killed by {signal_name(-code)}"))
     elif leftovers:
         outcome = Outcome.FAILED
         phase = Phase.EXIT

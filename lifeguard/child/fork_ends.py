@@ -1,0 +1,99 @@
+"""How a process's forked children ended, from the kernel (standard library only).
+
+A forked child's end is seen by its parent alone: the program reaps it, and a child killed by a signal
+leaves no event of its own. So each process of a run holds a pidfd of every child it forks (opened in the
+fork hook's parent half, before the program can reap the child), and at its exit asks the kernel how each
+ended: ``waitid(P_PIDFD, WNOWAIT)`` for a child not yet reaped (it stays reapable), the pidfd's exit
+information (Linux 6.15 and later) for one the program reaped. Children still alive are left to the
+supervisor. Without pidfds (an older kernel) nothing is held and nothing is reported.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+MAX_HELD = 256  # pidfds held at once; past it, those of ended children are read and closed
+MAX_REPORTED = 64  # abnormal ends kept for the report
+PIDFD_GET_INFO = 0xC040FF0B  # _IOWR(0xFF, 11, struct pidfd_info), its first 64-byte version
+PIDFD_INFO_EXIT = 0x8
+_INFO = struct.Struct("=QQ11Ii")  # mask, cgroupid, pid..fsgid, exit_code (a wait status)
+
+_held: dict[int, int] = {}  # child pid -> its pidfd
+_ended: list[tuple[int, int]] = []  # (pid, exit code; negative: the signal) of children that ended non-zero
+
+
+def newest_child() -> int | None:
+    """The child this thread forked last (the kernel lists a thread's children oldest first)."""
+    try:
+        with open("/proc/thread-self/children") as listing:
+            pids = listing.read().split()
+    except OSError:
+        return None
+    return int(pids[-1]) if pids else None
+
+
+def hold_newest() -> None:
+    """In the parent, right after a fork: hold a pidfd of the new child."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    pid = newest_child()
+    if pidfd_open is None or pid is None or pid in _held:
+        return
+    if len(_held) >= MAX_HELD:
+        _prune()
+        if len(_held) >= MAX_HELD:
+            return
+    try:
+        _held[pid] = pidfd_open(pid)
+    except OSError:
+        pass
+
+
+def forget_inherited() -> None:
+    """In a forked child: the parent's pidfds are not its own."""
+    for pidfd in _held.values():
+        try:
+            os.close(pidfd)
+        except OSError:
+            pass
+    _held.clear()
+    _ended.clear()
+
+
+def exit_code(pidfd: int) -> int | None:
+    """How the child ended (an exit code, or minus its signal), or None while it runs or when unknown."""
+    try:
+        found = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except (OSError, AttributeError):
+        found = None  # reaped already (or no P_PIDFD): the pidfd's exit information says
+    else:
+        if found is None:
+            return None  # still running
+        return found.si_status if found.si_code == os.CLD_EXITED else -found.si_status
+    try:
+        import fcntl
+
+        info = bytearray(_INFO.size)
+        _INFO.pack_into(info, 0, PIDFD_INFO_EXIT, *([0] * 13))
+        fcntl.ioctl(pidfd, PIDFD_GET_INFO, info)
+    except (OSError, ImportError):
+        return None
+    fields = _INFO.unpack(info)
+    return os.waitstatus_to_exitcode(fields[-1]) if fields[0] & PIDFD_INFO_EXIT else None
+
+
+def _prune() -> None:
+    for pid, pidfd in list(_held.items()):
+        code = exit_code(pidfd)
+        if code is None:
+            continue
+        os.close(pidfd)
+        del _held[pid]
+        if code != 0 and len(_ended) < MAX_REPORTED:
+            _ended.append((pid, code))
+
+
+def abnormal_ends() -> list[tuple[int, int]]:
+    """(pid, code) of every held child that has ended with a non-zero code or a signal, in fork order."""
+    _prune()
+    return list(_ended)
