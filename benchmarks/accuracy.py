@@ -11,11 +11,17 @@ report.json, then runs passing.py under lifeguard expecting a clean pass:
 - culprit on terminal: the culprit regex matches what lifeguard printed;
 - passing variant: passing.py passed.
 
-    python benchmarks/accuracy.py [CASE ...] [--timeout 20] [--no-setup] [--save-evidence DIR]
+With --blind, each case is judged twice: informed, then blind (LIFEGUARD_BLIND=all: every runtime of
+diagnose/runtimes.py and every named message of diagnose/messages.py switched off, stricter than leaving
+out the case's own package), and both scores are printed side by side: a blind finding may be less
+specific, but must still be of the right kind and name the culprit.
+
+    python benchmarks/accuracy.py [CASE ...] [--timeout 20] [--no-setup] [--save-evidence DIR] [--blind]
 
 Prints one line per case, then `findings right N/M, culprit on terminal N/M, passing variants
-N/M`. Exit 0 when every case is right on all three and its bug reproduced as expected; 1
-otherwise; 2 on a usage error (an unknown case, a missing venv with --no-setup).
+N/M` (with --blind, a line of each). Exit 0 when every case is right on all three (in both judgings)
+and its bug reproduced as expected; 1 otherwise; 2 on a usage error (an unknown case, a missing venv
+with --no-setup).
 """
 
 from __future__ import annotations
@@ -316,6 +322,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--save-evidence", type=Path, metavar="DIR", help="write each bug run's trimmed report here")
     parser.add_argument("--lifeguard", metavar="CMD", help="how to start lifeguard (default: this checkout's)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print lifeguard's terminal output of each run")
+    parser.add_argument("--blind", action="store_true",
+                        help="also judge every case with lifeguard's tables switched off (LIFEGUARD_BLIND=all)")
     args = parser.parse_args(argv)
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
@@ -332,21 +340,41 @@ def main(argv: list[str] | None = None) -> int:
         command = lifeguard_command(args.lifeguard)
         print(f"lifeguard: {shlex.join(command)} (from {REPO})", file=sys.stderr)
         verdicts: list[Verdict] = []
+        blind: list[Verdict] = []
         with tempfile.TemporaryDirectory(prefix="lifeguard-accuracy-") as scratch:
             for case in cases:
                 python = setup(case, args.no_setup)
                 verdict = judge(case, python, command, args.timeout, Path(scratch))
                 if args.verbose:
                     print(verdict.bug.terminal.rstrip(), file=sys.stderr)
-                print(case_line(verdict), flush=True)
+                print(("informed " if args.blind else "") + case_line(verdict), flush=True)
                 if args.save_evidence:
                     save_evidence(verdict, args.save_evidence)
                 verdicts.append(verdict)
+                if args.blind:
+                    blind.append(judge_blind(case, python, command, args.timeout, Path(scratch) / "blind"))
+                    if args.verbose:
+                        print(blind[-1].bug.terminal.rstrip(), file=sys.stderr)
+                    print("blind    " + case_line(blind[-1]), flush=True)
     except UsageError as error:
         print(f"accuracy: {error}", file=sys.stderr)
         return 2
-    print(summary_line(verdicts))
-    return 0 if all(v.all_right for v in verdicts) else 1
+    if args.blind:
+        print("informed: " + summary_line(verdicts))
+        print("blind:    " + summary_line(blind))
+    else:
+        print(summary_line(verdicts))
+    return 0 if all(v.all_right for v in verdicts + blind) else 1
+
+
+def judge_blind(case: Case, python: Path, command: list[str], timeout: float, scratch: Path) -> Verdict:
+    """judge() with lifeguard's tables switched off (diagnose/blind.py)."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    os.environ["LIFEGUARD_BLIND"] = "all"
+    try:
+        return judge(case, python, command, timeout, scratch)
+    finally:
+        del os.environ["LIFEGUARD_BLIND"]
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lifeguard.diagnose.blind import blinded
 from lifeguard.model.result import StderrLine
 
 # Bounds of the scan: the output cap keeps stderr under a few MiB; this keeps the scan and what it
@@ -109,18 +110,26 @@ MESSAGES: tuple[LibraryMessage, ...] = (
     # By shape, for the libraries no entry above names (last, so a named entry wins): a message at the start
     # of a line (not a traceback's indented source) that says it is fatal, or that warns about fork, threads
     # or the interpreter's shutdown.
+    _m("", r"^(?=\S).*(?i:\b(wrong|another|different|other|non-main|foreign) thread\b|thread[- ]affin)",
+       "an object was used or destroyed on a thread that does not own it", _THREAD, about="wrong-thread"),
+    _m("", r"^(?=\S).*(?i:\bref(erence)?[ -]?count)", "a reference count went wrong (released once too often)",
+       "Find the extension's Py_DECREF of a borrowed reference; a debug-build interpreter or -X dev catches it at "
+       "the first bad release.", about="refcount"),
     _m("", r"^(?=\S).*\b(?i:fatal|abort(ed|ing)?|panic(ked|king)?|terminat(e|ed|ing))\b",
        "the program or a library said it stops", _SAID),
     _m("", r"^(?=\S)(?=.*(?i:\bfork(s|ed|ing)?\b|fork\(\)|multi-?thread|\bthreads?\b|thread-?safe|concurren|"
        r"finaliz|shutdown|at exit))(?=.*(?i:warn|error|unsafe|not (safe|supported|allowed)|deadlock|detected|"
-       r"cannot|can not|must not|invalid|incompatible|disabl))",
+       r"cannot|can not|must not|invalid|incompatible|disabl|destroy|delet|still running|leak))",
        "the program or a library warned about fork, threads or shutdown", _SAID, about="warning"),
 )
 
 
 def identify(line: str) -> LibraryMessage | None:
-    """The table entry a stderr line matches, or None."""
+    """The table entry a stderr line matches, or None (a named entry switched off by blind judging is
+    skipped: the entries by shape, and faulthandler's own crash report, still speak)."""
     for message in MESSAGES:
+        if message.library and not message.crash_marker and blinded(message.library):
+            continue
         if message.pattern.search(line):
             return message
     return None

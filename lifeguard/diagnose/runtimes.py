@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lifeguard.diagnose.blind import blinded
 from lifeguard.model.stacks import Frame, ThreadStack
 
 _START_METHOD = ("use the 'spawn' or 'forkserver' start method (multiprocessing.get_context('spawn'), "
@@ -82,8 +83,9 @@ class RuntimeHit:
 
 def runtime_of(thread: ThreadStack) -> RuntimeHit | None:
     """The innermost known runtime on a thread's native stack, or None."""
+    runtimes = [r for r in RUNTIMES if not blinded(r.name, r.short, *r.libraries, *r.symbols)]
     for position, frame in enumerate(thread.frames):
-        for runtime in RUNTIMES:
+        for runtime in runtimes:
             if not runtime.owns(frame):
                 continue
             culprit_at = position
@@ -98,4 +100,81 @@ def runtime_of(thread: ThreadStack) -> RuntimeHit | None:
             caller = next((f for f in thread.frames[culprit_at + 1:]
                            if not runtime.owns(f) and f.function not in (None, "??")), None)
             return RuntimeHit(runtime, culprit_at, thread.frames[culprit_at], caller)
+    return None
+
+
+# Waits for another thread to signal (a condition variable, a barrier, a raw futex), as a pool's caller waits
+# for its workers; a lock (mutex, semaphore, Python's lock) is the inherited-lock case, not this one.
+SIGNAL_WAITS = ("pthread_cond_wait", "pthread_cond_timedwait", "pthread_cond_clockwait", "pthread_cond_wait_common",
+                "pthread_barrier_wait", "std::condition_variable::wait", "std::condition_variable::__wait_until_impl",
+                "syscall", "futex_wait", "futex_wait_simple", "do_futex_wait_simple")
+LOCK_WAITS = ("pthread_mutex_lock", "lll_lock_wait", "lll_lock_wait_private", "sem_wait", "sem_timedwait",
+              "sem_clockwait", "new_sem_wait_slow64", "PyThread_acquire_lock_timed", "PyThread_acquire_lock",
+              "pthread_rwlock_rdlock", "pthread_rwlock_wrlock", "PyMutex_LockFlags", "_PyMutex_LockTimed")
+_SYSTEM_LIBRARIES = ("libc.so", "libc-", "libpthread", "ld-linux", "libstdc++", "libgcc_s")
+_INTERPRETER = ("Py", "_Py", "take_gil", "drop_gil", "PyThread", "_PyThread", "thread_run", "pythread_wrapper")
+
+
+@dataclass(frozen=True)
+class PoolWait:
+    """A thread waiting to be signalled by code of a library that is not libc nor the interpreter: the shape of
+    a pool's caller waiting for its workers, whatever the pool."""
+
+    index: int  # position of the library's innermost frame
+    frame: Frame  # that frame: what waits (a barrier, a task's future, a queue)
+    caller: Frame | None  # the first named frame outside that library: who used the pool
+    library: str  # the file name of the library that waits
+
+
+def _bare(name: str | None) -> str:
+    return (name or "").split("(")[0].strip().lstrip("_")
+
+
+def _named_in(name: str | None, names: tuple[str, ...]) -> bool:
+    bare = _bare(name)
+    return any(bare == n.lstrip("_") or bare.startswith(n.lstrip("_") + "@") or bare.endswith("::" + n.split("::")[-1])
+               and "::" in n for n in names)
+
+
+def _in_std(name: str | None) -> bool:
+    """A C++ standard library function, also as a template instantiated in another library
+    (``void std::condition_variable::wait<...>(...)``)."""
+    head = (name or "").split("(")[0].split("<")[0].strip()
+    return head.rsplit(" ", 1)[-1].startswith("std::")
+
+
+def _system(frame: Frame) -> bool:
+    return (any(part in (frame.library or "") for part in _SYSTEM_LIBRARIES) or _in_std(frame.function)
+            or _bare(frame.function).startswith(("futex", "lll_", "pthread_", "GI_", "syscall")))
+
+
+_CALL_MACHINERY = ("libffi", "_ctypes")  # how Python called the library, not who used the pool
+
+
+def pool_wait_of(thread: ThreadStack, spinning: bool = False) -> PoolWait | None:
+    """Where a thread waits to be signalled by a library's own code, or None (a lock, the GIL, no native
+    frames, or no library above libc). ``spinning``: the thread used CPU all along (a pool's spin-wait), which
+    only its innermost library frame can tell from a computation: the caller must look for more."""
+    # A wait for a signal: a condition variable or barrier of libc's on the way up from the innermost frame, or
+    # a futex the kernel says the thread sleeps in, issued by the library's own code (OpenMP, Rust parking).
+    signalled = False
+    in_futex = spinning or (thread.kernel is not None and thread.kernel.syscall == "futex")
+    for position, frame in enumerate(thread.frames):
+        if frame.is_python:
+            return None
+        if _named_in(frame.function, LOCK_WAITS):
+            return None  # a lock: who holds it is the question (fork-deadlock)
+        signalled = signalled or _named_in(frame.function, SIGNAL_WAITS)
+        if _system(frame) or (not frame.library and frame.function in (None, "??")):
+            continue
+        if not (signalled or in_futex):
+            return None  # blocked in something else (a read, a poll): not a pool's wait
+        if _bare(frame.function).startswith(_INTERPRETER) or "libpython" in (frame.library or ""):
+            return None  # the interpreter's own wait (the GIL, a Python lock)
+        library = (frame.library or "").rsplit("/", 1)[-1]
+        named = [f for f in thread.frames[position + 1:] if not f.is_python and f.function not in (None, "??")]
+        outside = next((f for f in named if (f.library or "").rsplit("/", 1)[-1] != library), None)
+        if outside is None or any(part in (outside.library or "") for part in _CALL_MACHINERY):
+            outside = next((f for f in named if (f.library or "").rsplit("/", 1)[-1] == library), outside)
+        return PoolWait(position, frame, outside, library or "?")
     return None

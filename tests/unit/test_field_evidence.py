@@ -29,8 +29,13 @@ def test_the_corpus_has_its_cases() -> None:
     assert len(CASES) >= 8
 
 
+@pytest.mark.parametrize("blind", [False, True], ids=["informed", "blind"])
 @pytest.mark.parametrize("name", CASES)
-def test_the_case_gets_its_finding_naming_the_culprit(name: str) -> None:
+def test_the_case_gets_its_finding_naming_the_culprit(name: str, blind: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blind: every runtime and named message of lifeguard's tables switched off (diagnose/blind.py); the
+    finding must come from the shape of the evidence, and may only be less specific."""
+    if blind:
+        monkeypatch.setenv("LIFEGUARD_BLIND", "all")
     run, case = load(name)
     findings = diagnose(run)
     culprit = re.compile(case["culprit"])
@@ -61,3 +66,22 @@ def test_no_fork_hang_is_called_a_busy_loop_unless_a_thread_spun(name: str) -> N
     spun = any(t.kernel is not None and t.kernel.activity.value == "spinning"
                for p in run.backtraces for t in p.threads)
     assert spun or not any(f.kind == "busy-loop" for f in diagnose(run))
+
+
+def test_blind_judging_switches_the_tables_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the blind cases above rest on: with LIFEGUARD_BLIND=all the runtimes table names nothing and a
+    library's line is known only by its shape."""
+    from lifeguard.diagnose.messages import identify
+    from lifeguard.diagnose.runtimes import runtime_of
+
+    run, _ = load("faiss_fork")
+    forked = {e.pid for e in run.events if e.name == "forked"}
+    child = next(p for p in run.backtraces if p.pid in forked)
+    qt_line = "QThread: Destroyed while thread is still running"
+    assert runtime_of(child.threads[0]) is not None
+    assert identify(qt_line).library == "Qt"  # type: ignore[union-attr]
+    monkeypatch.setenv("LIFEGUARD_BLIND", "all")
+    assert runtime_of(child.threads[0]) is None
+    assert identify(qt_line).library == ""  # type: ignore[union-attr]
+    monkeypatch.setenv("LIFEGUARD_BLIND", "qt")  # one library left out: the others still named
+    assert identify(qt_line).library == "" and runtime_of(child.threads[0]) is not None  # type: ignore[union-attr]

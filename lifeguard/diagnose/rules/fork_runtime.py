@@ -3,10 +3,15 @@
 Seen with OpenMP (lightgbm, xgboost, faiss, scikit-learn), Rust and onnxruntime thread pools: the
 parent used the pool, forked, and the child's first parallel call parks in a barrier or a futex
 waiting for workers that fork() did not copy. The child sleeps forever; nothing in it is locked by
-Python, so the lock and GIL rules see nothing.
+Python, so the lock and GIL rules see nothing. It fires on that shape (a forked child's thread waiting to
+be signalled by a library's code, not a lock, while its parent had other threads at fork); the runtimes
+table only names the runtime and its own setting.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from lifeguard.diagnose.activity import (
     fork_records,
@@ -17,11 +22,47 @@ from lifeguard.diagnose.activity import (
     python_text,
 )
 from lifeguard.diagnose.evidence import Evidence, describe, thread_ref
-from lifeguard.diagnose.runtimes import runtime_of
+from lifeguard.diagnose.runtimes import pool_wait_of, runtime_of
 from lifeguard.model.outcomes import Phase
 from lifeguard.model.result import Finding
+from lifeguard.model.stacks import Frame, ThreadStack
 
 KIND = "fork-runtime"
+
+
+POOL_HINT = ("A thread pool or runtime started before fork() does not survive it: its worker threads stay in the "
+             "parent, and the child waits for them. Use the 'spawn' or 'forkserver' start method so the child "
+             "starts its own, shut the pool down before fork() (os.register_at_fork(before=...)), or start it "
+             "only after the fork.")
+
+
+@dataclass(frozen=True)
+class _Wait:
+    """What a forked child's thread waits in: a known runtime (the table names it), or by shape alone."""
+
+    name: str  # "the GNU OpenMP runtime (libgomp)", or "libmypool.so"
+    short: str  # for "N <short> worker(s)"
+    hint: str
+    index: int
+    frame: Frame
+    caller: Frame | None
+    owns: Callable[[ThreadStack], bool]  # is a parent thread one of its workers
+
+
+def _wait_of(thread: ThreadStack) -> _Wait | None:
+    """What the thread waits in: the table's runtime, else a library's wait by shape (a spinning thread only
+    when the library's own workers are found in the parent: see check)."""
+    hit = runtime_of(thread)
+    if hit is not None:
+        runtime = hit.runtime
+        return _Wait(f"{runtime.name}'s worker threads", runtime.short, runtime.hint(), hit.index, hit.frame,
+                     hit.caller, lambda t: (h := runtime_of(t)) is not None and h.runtime == runtime)
+    pool = pool_wait_of(thread, spinning=is_spinning(thread))
+    if pool is None:
+        return None
+    library = pool.library
+    return _Wait(f"the worker threads of a pool in {library}", library, POOL_HINT, pool.index, pool.frame,
+                 pool.caller, lambda t: any((f.library or "").rsplit("/", 1)[-1] == library for f in t.frames))
 
 
 def check(evidence: Evidence) -> list[Finding]:
@@ -35,24 +76,27 @@ def check(evidence: Evidence) -> list[Finding]:
         for thread in process.threads:
             if not (is_blocked(thread) or is_spinning(thread)):
                 continue
-            hit = runtime_of(thread)
-            if hit is None:
+            wait = _wait_of(thread)
+            if wait is None:
                 continue
-            runtime = hit.runtime
+            # By shape alone, the parent's threads at fork are what makes it a pool left behind; a spinning
+            # thread also needs some of them in the same library (else it may only be computing).
+            if runtime_of(thread) is None and not (record is not None and record.other_threads and (
+                    not is_spinning(thread) or any(wait.owns(t) for t in parent_threads_at_fork(evidence, record)))):
+                continue
             entered = python_text(thread)
-            summary = (f"forked child {process.pid} waits for {runtime.name}'s worker threads, which stayed in "
-                       f"the parent: thread {thread.tid} is {how_blocked(thread)} in {describe(hit.frame)}, "
-                       f"called from {describe(hit.caller)}" + (f", entered from Python at {entered}" if entered
+            summary = (f"forked child {process.pid} waits for {wait.name}, which stayed in "
+                       f"the parent: thread {thread.tid} is {how_blocked(thread)} in {describe(wait.frame)}, "
+                       f"called from {describe(wait.caller)}" + (f", entered from Python at {entered}" if entered
                                                                  else ""))
             evidence_lines = [f"thread {thread.tid} of process {process.pid}: {how_blocked(thread)}"
                               + (f", wchan {thread.kernel.wchan}" if thread.kernel and thread.kernel.wchan else "")]
             if record is not None and record.parent_threads:
-                workers = [t for t in parent_threads_at_fork(evidence, record)
-                           if (h := runtime_of(t)) is not None and h.runtime == runtime]
+                workers = [t for t in parent_threads_at_fork(evidence, record) if wait.owns(t)]
                 summary += (f"; the parent {record.parent} had {len(record.other_threads)} other thread(s) at fork "
                             f"({record.describe_threads()})")
                 if workers:
-                    summary += (f", {len(workers)} of them {runtime.short} worker(s) "
+                    summary += (f", {len(workers)} of them {wait.short} worker(s) "
                                 f"({', '.join(str(w.tid) for w in workers[:6])})")
                 summary += "; none of them exists in the child"
                 evidence_lines.append(f"parent {record.parent} at fork: {len(record.parent_threads)} thread(s), "
@@ -60,11 +104,11 @@ def check(evidence: Evidence) -> list[Finding]:
             elif record is not None:
                 summary += "; the parent's threads at fork were not recorded"
             findings.append(Finding(
-                kind=KIND, summary=summary, hint=runtime.hint(),
-                threads=(thread_ref(process, thread, f"waits in {runtime.short}"),),
-                frames=tuple(str(f) for f in thread.frames[: hit.index + 3] if not f.is_python),
-                details={"runtime": runtime.name, "pid": process.pid,
-                         "library": hit.frame.library, "parent": record.parent if record else process.ppid},
+                kind=KIND, summary=summary, hint=wait.hint,
+                threads=(thread_ref(process, thread, f"waits in {wait.short}"),),
+                frames=tuple(str(f) for f in thread.frames[: wait.index + 3] if not f.is_python),
+                details={"runtime": wait.name, "pid": process.pid,
+                         "library": wait.frame.library, "parent": record.parent if record else process.ppid},
                 evidence=tuple(evidence_lines)))
             break  # one finding a child: its other threads wait for the same pool
     return findings

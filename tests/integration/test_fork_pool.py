@@ -1,0 +1,114 @@
+"""A fork hang in a thread pool no table names: a small C++ pool of this test's own (std::thread workers, a
+condition variable), used in the parent, then in a forked child, which waits for workers that stayed in the
+parent. fork-runtime must explain it from the shape of the evidence alone, also with every table switched off
+(LIFEGUARD_BLIND=all), and the same program with the pool made after the fork must pass."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lifeguard.capture import gdb_available
+from tests.helpers import load_report, run_cli
+
+COMPILE_TIMEOUT = 120
+POOL = r"""
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace mypool {
+struct Pool {
+    std::mutex mutex;
+    std::condition_variable work, done;
+    int pending = 0, generation = 0;
+    std::vector<std::thread> workers;
+
+    void serve() {
+        int seen = 0;
+        std::unique_lock<std::mutex> lock(mutex);
+        for (;;) {
+            work.wait(lock, [&] { return generation != seen; });
+            seen = generation;
+            if (--pending == 0) done.notify_all();
+        }
+    }
+    void run_all() {  // every worker takes one step; the caller waits until all did
+        std::unique_lock<std::mutex> lock(mutex);
+        pending = static_cast<int>(workers.size());
+        ++generation;
+        work.notify_all();
+        done.wait(lock, [&] { return pending == 0; });
+    }
+};
+Pool *pool;
+}  // namespace mypool
+
+extern "C" void pool_start(int threads) {
+    mypool::pool = new mypool::Pool;
+    for (int i = 0; i < threads; ++i) mypool::pool->workers.emplace_back([] { mypool::pool->serve(); });
+}
+extern "C" void pool_run() { mypool::pool->run_all(); }
+"""
+PROGRAM = """
+import ctypes, os, sys
+pool = ctypes.CDLL({library!r})
+{before}
+pool.pool_run()
+pid = os.fork()
+if pid == 0:
+    {in_child}
+    pool.pool_run()
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+needs_tools = pytest.mark.skipif(shutil.which("g++") is None or gdb_available() is None,
+                                 reason="needs g++ and a native stack reader")
+
+
+def build(tmp_path: Path) -> Path:
+    source = tmp_path / "mypool.cpp"
+    source.write_text(POOL)
+    library = tmp_path / "libmypool.so"
+    subprocess.run(["g++", "-shared", "-fPIC", "-g", "-O1", "-o", str(library), str(source), "-lpthread"],
+                   check=True, timeout=COMPILE_TIMEOUT, capture_output=True)
+    return library
+
+
+def run_of(tmp_path: Path, code: str, *options: str, blind: bool = False) -> tuple[dict[str, Any], str]:
+    script = tmp_path / "program.py"
+    script.write_text(code)
+    env = {**os.environ, "LIFEGUARD_BLIND": "all"} if blind else None
+    proc = run_cli("run", *options, "--report", str(tmp_path / "r"), str(script), env=env)
+    return load_report(tmp_path / "r")["runs"][0], proc.stdout + proc.stderr
+
+
+@needs_tools
+@pytest.mark.parametrize("blind", [False, True], ids=["informed", "blind"])
+def test_a_forked_child_waiting_for_a_pool_of_its_own(tmp_path: Path, blind: bool) -> None:
+    library = build(tmp_path)
+    code = PROGRAM.format(library=str(library), before="pool.pool_start(2)", in_child="pass")
+    run, terminal = run_of(tmp_path, code, "--expect", "hung@fork-child", "--timeout", "5", blind=blind)
+    assert (run["outcome"], run["phase"]) == ("hung", "fork-child")
+    finding = next(f for f in run["findings"] if f["kind"] == "fork-runtime")
+    summary = finding["summary"]
+    assert "a pool in libmypool.so" in summary and "mypool::Pool::run_all" in summary, summary
+    assert "2 of them libmypool.so worker(s)" in summary and "none of them exists in the child" in summary
+    assert "'spawn'" in finding["hint"]
+    assert "[fork-runtime]" in terminal and "mypool::Pool::run_all" in terminal
+
+
+@needs_tools
+def test_the_pool_made_in_the_child_passes(tmp_path: Path) -> None:
+    library = build(tmp_path)
+    code = PROGRAM.format(library=str(library), before="pool.pool_start(2)", in_child="pool.pool_start(2)")
+    run, _ = run_of(tmp_path, code, "--timeout", "20")
+    assert run["outcome"] == "passed", run["reason"]
