@@ -120,29 +120,35 @@ def _at_exit() -> None:
     emit(protocol.ATEXIT_DONE, extensions=sorted(extensions)[:MAX_EXTENSIONS])
 
 
-def _main_thread() -> int:
-    """The main thread's ident, without importing threading (called on the main thread at start-up)."""
-    threading = sys.modules.get("threading")
-    main = getattr(threading, "main_thread", None)
-    ident = main().ident if main is not None else None
-    return ident if ident is not None else _thread.get_ident()
+def _thread_name(tid: int) -> str:
+    """The collecting thread's Python name when it is a real thread of threading's, else the kernel's name
+    (an event library's green threads share one kernel thread: their names say nothing of it)."""
+    current = getattr(sys.modules.get("threading"), "current_thread", None)  # a Thread has threading
+    thread = current() if current is not None else None
+    if thread is not None and getattr(thread, "native_id", None) == tid:
+        return str(thread.name)
+    try:
+        with open(f"/proc/self/task/{tid}/comm") as comm:
+            return comm.read().strip()
+    except OSError:
+        return f"thread {tid}"
 
 
 def _install_gc_watch() -> None:
     import gc
 
-    main_ident = _main_thread()
     seen = [0]
 
     def on_gc(phase: str, info: dict[str, Any]) -> None:
         if phase != "start" or seen[0] >= MAX_FOREIGN_GC_EVENTS:
             return
-        ident = _thread.get_ident()
-        if ident != main_ident:
+        # Kernel thread ids: the main thread's is the pid (also in a forked child, whose only thread is the one
+        # that forked), and no monkey-patching of threading changes them.
+        tid = _thread.get_native_id()
+        if tid != os.getpid():
             seen[0] += 1
-            current = getattr(sys.modules.get("threading"), "current_thread", None)  # a Thread has threading
-            name = current().name if current is not None else f"thread {ident}"
-            emit(protocol.GC_FOREIGN_THREAD, thread=ident, thread_name=name, generation=info.get("generation"))
+            emit(protocol.GC_FOREIGN_THREAD, thread=tid, thread_name=_thread_name(tid),
+                 generation=info.get("generation"))
 
     gc.callbacks.append(on_gc)
 

@@ -130,7 +130,8 @@ ATEXIT_DONE = "atexit-done"  # the last atexit callback ran (extension modules l
 # what ended a process that never finished its body or its exit.
 OS_EXIT = "os-exit"
 FORKED = "forked"  # a forked child of the run: parent pid, forking_thread, parent_threads at fork
-GC_FOREIGN_THREAD = "gc-foreign-thread"  # a garbage collection ran on a thread other than the main one
+# A garbage collection ran on a thread other than the main one ("thread": its kernel thread id, "thread_name").
+GC_FOREIGN_THREAD = "gc-foreign-thread"
 CORRUPTED = "corrupted"  # child.report_corruption()
 NOTE = "note"  # child.note()
 ATTACHED = "attached"  # a Python process the run started without the bootstrap joined it (its executable, argv)
