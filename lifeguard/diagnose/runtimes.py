@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lifeguard.diagnose.blind import blinded
+from lifeguard.diagnose.evidence import matches
 from lifeguard.model.stacks import Frame, ThreadStack
 
 _START_METHOD = ("use the 'spawn' or 'forkserver' start method (multiprocessing.get_context('spawn'), "
@@ -126,16 +127,6 @@ class PoolWait:
     library: str  # the file name of the library that waits
 
 
-def _bare(name: str | None) -> str:
-    return (name or "").split("(")[0].strip().lstrip("_")
-
-
-def _named_in(name: str | None, names: tuple[str, ...]) -> bool:
-    bare = _bare(name)
-    return any(bare == n.lstrip("_") or bare.startswith(n.lstrip("_") + "@") or bare.endswith("::" + n.split("::")[-1])
-               and "::" in n for n in names)
-
-
 def _in_std(name: str | None) -> bool:
     """A C++ standard library function, also as a template instantiated in another library
     (``void std::condition_variable::wait<...>(...)``)."""
@@ -144,8 +135,10 @@ def _in_std(name: str | None) -> bool:
 
 
 def _system(frame: Frame) -> bool:
+    """libc's and the C++ runtime's frames, and a library's futex plumbing (stricter than evidence's notion,
+    for which any underscore name is the system's: here ``__kmp_suspend`` is LLVM OpenMP's own)."""
     return (any(part in (frame.library or "") for part in _SYSTEM_LIBRARIES) or _in_std(frame.function)
-            or _bare(frame.function).startswith(("futex", "lll_", "pthread_", "GI_", "syscall")))
+            or (frame.function or "").lstrip("_").startswith(("futex", "lll_", "pthread_", "GI_", "syscall")))
 
 
 _CALL_MACHINERY = ("libffi", "_ctypes")  # how Python called the library, not who used the pool
@@ -162,14 +155,14 @@ def pool_wait_of(thread: ThreadStack, spinning: bool = False) -> PoolWait | None
     for position, frame in enumerate(thread.frames):
         if frame.is_python:
             return None
-        if _named_in(frame.function, LOCK_WAITS):
+        if matches(frame.function, LOCK_WAITS):
             return None  # a lock: who holds it is the question (fork-deadlock)
-        signalled = signalled or _named_in(frame.function, SIGNAL_WAITS)
+        signalled = signalled or matches(frame.function, SIGNAL_WAITS)
         if _system(frame) or (not frame.library and frame.function in (None, "??")):
             continue
         if not (signalled or in_futex):
             return None  # blocked in something else (a read, a poll): not a pool's wait
-        if _bare(frame.function).startswith(_INTERPRETER) or "libpython" in (frame.library or ""):
+        if (frame.function or "").startswith(_INTERPRETER) or "libpython" in (frame.library or ""):
             return None  # the interpreter's own wait (the GIL, a Python lock)
         library = (frame.library or "").rsplit("/", 1)[-1]
         named = [f for f in thread.frames[position + 1:] if not f.is_python and f.function not in (None, "??")]
