@@ -17,6 +17,7 @@ from lifeguard.diagnose.rules.daemon_thread import check as daemon_thread
 from lifeguard.diagnose.rules.exit_waits_for_thread import check as exit_waits_for_thread
 from lifeguard.diagnose.rules.fork_deadlock import check as fork_deadlock
 from lifeguard.diagnose.rules.fork_runtime import check as fork_runtime
+from lifeguard.diagnose.rules.gc_lock_deadlock import check as gc_lock_deadlock
 from lifeguard.diagnose.rules.generic import check as generic
 from lifeguard.diagnose.rules.gil_deadlock import check as gil_deadlock
 from lifeguard.diagnose.rules.gil_held_blocking import check as gil_held_blocking
@@ -35,8 +36,8 @@ Rule = Callable[[Evidence], list[Finding]]
 # Specific rules first; each says nothing unless its own pattern is in the evidence.
 RULES: tuple[Rule, ...] = (
     static_destructor, daemon_thread, refcount_underflow, wrong_thread_destroy, thread_at_exit,
-    fork_runtime, fork_deadlock, gil_deadlock, gil_held_blocking, exit_waits_for_thread, stopped, busy_loop,
-    wrong_thread_gc, unregistered_thread, out_of_memory,
+    fork_runtime, fork_deadlock, gc_lock_deadlock, gil_deadlock, gil_held_blocking, exit_waits_for_thread, stopped,
+    busy_loop, wrong_thread_gc, unregistered_thread, out_of_memory,
 )
 FALLBACK_RULES: tuple[Rule, ...] = (generic,)
 

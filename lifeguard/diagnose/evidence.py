@@ -28,6 +28,14 @@ FORK_FUNCTIONS = ("__libc_fork", "_Fork", "fork", "__run_fork_handlers", "__run_
 GIL_WAIT_FUNCTIONS = ("take_gil", "PyGILState_Ensure", "PyEval_RestoreThread", "PyEval_AcquireThread",
                       "PyEval_AcquireLock")
 EXIT_HANDLER_FUNCTIONS = ("__run_exit_handlers", "__cxa_finalize", "_dl_fini", "exit", "__GI_exit")
+# Native frames of a running garbage collection.
+GC_FUNCTIONS = ("gc_collect_main", "gc_collect_with_callback", "gc_collect_impl", "collect", "_PyGC_Collect",
+                "gc_collect_region", "_PyGC_CollectNoFail", "delete_garbage", "subtype_dealloc")
+# Where a thread waits for a lock: Python's (named at the highest level that shows it), then libc's.
+PYTHON_LOCK_FUNCTIONS = ("PyThread_acquire_lock_timed", "PyThread_acquire_lock", "PyMutex_LockFlags",
+                         "_PyMutex_LockTimed", "_PyMutex_LockSlow")
+NATIVE_LOCK_FUNCTIONS = ("pthread_mutex_lock", "___pthread_mutex_lock", "__lll_lock_wait", "__lll_lock_wait_private",
+                         "sem_wait", "do_futex_wait", "__futex_abstimed_wait")
 
 
 @dataclass(frozen=True)

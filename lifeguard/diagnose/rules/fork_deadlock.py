@@ -18,6 +18,8 @@ from lifeguard.diagnose.activity import (
 from lifeguard.diagnose.evidence import (
     FORK_FUNCTIONS,
     GIL_WAIT_FUNCTIONS,
+    NATIVE_LOCK_FUNCTIONS,
+    PYTHON_LOCK_FUNCTIONS,
     Evidence,
     blocking_call,
     c_caller,
@@ -102,12 +104,6 @@ def check(evidence: Evidence) -> list[Finding]:
                     kind=KIND, summary=f"forked child {pid} is blocked acquiring a lock (Python stack)",
                     hint=HINT_CHILD, details={"confidence": "python stack only"}))
     return findings
-
-
-PYTHON_LOCK_FUNCTIONS = ("PyThread_acquire_lock_timed", "PyThread_acquire_lock", "PyMutex_LockFlags",
-                         "_PyMutex_LockTimed", "_PyMutex_LockSlow")
-NATIVE_LOCK_FUNCTIONS = ("pthread_mutex_lock", "___pthread_mutex_lock", "__lll_lock_wait", "__lll_lock_wait_private",
-                         "sem_wait", "do_futex_wait", "__futex_abstimed_wait")
 
 
 def _inherited_lock(evidence: Evidence, process: ProcessStacks, thread: ThreadStack, at: int, lock: Frame,

@@ -10,8 +10,7 @@ from __future__ import annotations
 from lifeguard.child.protocol import GC_FOREIGN_THREAD
 from lifeguard.diagnose.activity import python_text
 from lifeguard.diagnose.crash import crash_frame, crash_of, foreign_frame, quote_text, where
-from lifeguard.diagnose.evidence import Evidence, first_frame, thread_ref
-from lifeguard.diagnose.rules.wrong_thread_gc import GC_FUNCTIONS
+from lifeguard.diagnose.evidence import GC_FUNCTIONS, Evidence, first_frame, thread_ref
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Finding, ThreadRef
 from lifeguard.model.stacks import Frame, ThreadStack

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from lifeguard.child.protocol import CORRUPTED, GC_FOREIGN_THREAD
 from lifeguard.diagnose.crash import crashed_thread, foreign_frame, quote_text, where
-from lifeguard.diagnose.evidence import Evidence, has_frame
+from lifeguard.diagnose.evidence import GC_FUNCTIONS, Evidence, has_frame
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Finding, ThreadRef
 
@@ -19,11 +19,6 @@ HINT = ("An object whose destructor touches state owned by one thread was freed 
         "another. Break the reference cycle that delays the free (keep no traceback/frame of a swallowed "
         "exception, pass owners explicitly instead of temporary wrappers), serialise the shared writes, or hand "
         "frees to the owner thread.")
-
-
-# Native frames of a running collection.
-GC_FUNCTIONS = ("gc_collect_main", "gc_collect_with_callback", "gc_collect_impl", "collect", "_PyGC_Collect",
-                "gc_collect_region", "_PyGC_CollectNoFail", "delete_garbage", "subtype_dealloc")
 
 
 def _crash_in_gc(evidence: Evidence) -> tuple[bool, str | None]:
