@@ -120,6 +120,27 @@ def _at_exit() -> None:
     emit(protocol.ATEXIT_DONE, extensions=sorted(extensions)[:MAX_EXTENSIONS])
 
 
+MAX_ATEXIT_RECORDS = 200
+
+
+def _record_atexit_registrations(atexit: Any) -> None:
+    """Each atexit callback the program (or a library, also from C) registers, as an event, in order."""
+    register = atexit.register
+    count = [0]
+
+    def recording_register(func: Any, *args: Any, **kwargs: Any) -> Any:
+        module = getattr(func, "__module__", None) or getattr(getattr(func, "__self__", None), "__name__", None)
+        if count[0] < MAX_ATEXIT_RECORDS and not str(module).startswith("lifeguard."):  # not our own moment
+            count[0] += 1
+            name = getattr(func, "__qualname__", None) or type(func).__name__
+            emit(protocol.ATEXIT_REGISTERED, callback=f"{module}.{name}" if module else str(name))
+        return register(func, *args, **kwargs)
+
+    recording_register.__name__ = recording_register.__qualname__ = "register"
+    recording_register.__doc__ = register.__doc__
+    atexit.register = recording_register
+
+
 def _thread_name(tid: int) -> str:
     """The collecting thread's Python name when it is a real thread of threading's, else the kernel's name
     (an event library's green threads share one kernel thread: their names say nothing of it)."""
@@ -206,6 +227,7 @@ def install_evidence(run_dir: str, signum: int, seed: int, perturbations: list[s
 
     # Registered first, so it runs last of all atexit callbacks.
     atexit.register(_at_exit)
+    _record_atexit_registrations(atexit)
     _install_gc_watch()
     os_exit.watch()
     if perturbations:

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from lifeguard.diagnose.evidence import Evidence
 from lifeguard.diagnose.messages import cause_quote
+from lifeguard.diagnose.rules.atexit_order import check as atexit_order
 from lifeguard.diagnose.rules.busy_loop import check as busy_loop
 from lifeguard.diagnose.rules.daemon_thread import check as daemon_thread
 from lifeguard.diagnose.rules.exit_waits_for_thread import check as exit_waits_for_thread
@@ -35,7 +36,7 @@ Rule = Callable[[Evidence], list[Finding]]
 
 # Specific rules first; each says nothing unless its own pattern is in the evidence.
 RULES: tuple[Rule, ...] = (
-    static_destructor, daemon_thread, refcount_underflow, wrong_thread_destroy, thread_at_exit,
+    static_destructor, daemon_thread, refcount_underflow, wrong_thread_destroy, thread_at_exit, atexit_order,
     fork_runtime, fork_deadlock, gc_lock_deadlock, gil_deadlock, gil_held_blocking, exit_waits_for_thread, stopped,
     busy_loop, wrong_thread_gc, unregistered_thread, out_of_memory,
 )
