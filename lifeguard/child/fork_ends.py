@@ -19,7 +19,7 @@ PIDFD_GET_INFO = 0xC040FF0B  # _IOWR(0xFF, 11, struct pidfd_info), its first 64-
 PIDFD_INFO_EXIT = 0x8
 _INFO = struct.Struct("=QQ11Ii")  # mask, cgroupid, pid..fsgid, exit_code (a wait status)
 
-_held: dict[int, int] = {}  # child pid -> its pidfd
+_held: dict[int, tuple[int, int]] = {}  # child pid -> its pidfd and the pidfd's inode
 _ended: list[tuple[int, int]] = []  # (pid, exit code; negative: the signal) of children that ended non-zero
 
 
@@ -44,18 +44,26 @@ def hold_newest() -> None:
         if len(_held) >= MAX_HELD:
             return
     try:
-        _held[pid] = pidfd_open(pid)
+        pidfd = pidfd_open(pid)
+        _held[pid] = pidfd, os.fstat(pidfd).st_ino
     except OSError:
         pass
 
 
+def _still_ours(pidfd: int, inode: int) -> bool:
+    """Is the descriptor still the pidfd opened here? A program may close every descriptor and reuse the
+    number for a file of its own, which must never be closed or read as ours."""
+    try:
+        return os.fstat(pidfd).st_ino == inode
+    except OSError:
+        return False
+
+
 def forget_inherited() -> None:
     """In a forked child: the parent's pidfds are not its own."""
-    for pidfd in _held.values():
-        try:
+    for pidfd, inode in _held.values():
+        if _still_ours(pidfd, inode):
             os.close(pidfd)
-        except OSError:
-            pass
     _held.clear()
     _ended.clear()
 
@@ -83,7 +91,10 @@ def exit_code(pidfd: int) -> int | None:
 
 
 def _prune() -> None:
-    for pid, pidfd in list(_held.items()):
+    for pid, (pidfd, inode) in list(_held.items()):
+        if not _still_ours(pidfd, inode):
+            del _held[pid]  # the program closed it: that child's end is not known here
+            continue
         code = exit_code(pidfd)
         if code is None:
             continue

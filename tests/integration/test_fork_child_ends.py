@@ -41,21 +41,29 @@ _, status = os.waitpid(pid, 0)
 sys.exit(3 if os.WIFSIGNALED(status) else 0)
 """
 POOL_TERMINATED = """
-import multiprocessing
+import multiprocessing, time
 
-def double(x):
-    return 2 * x
+context = multiprocessing.get_context("fork")
+started = context.Semaphore(0)
+
+
+def sleeper(_):
+    started.release()
+    time.sleep(60)
+
 
 if __name__ == "__main__":
-    with multiprocessing.get_context("fork").Pool(2) as pool:  # __exit__ terminates the workers: SIGTERM
-        assert pool.map(double, range(8)) == [2 * x for x in range(8)]
+    with context.Pool(2) as pool:
+        pool.map_async(sleeper, range(2), chunksize=1)
+        for _ in range(2):
+            assert started.acquire(timeout=60)  # both workers busy: __exit__'s terminate() sends them SIGTERM
 """
 
 
 def run_of(tmp_path: Path, code: str) -> tuple[dict[str, Any], str]:
     script = tmp_path / "program.py"
     script.write_text(code)
-    proc = run_cli("run", "--report", str(tmp_path / "r"), str(script))
+    proc = run_cli("run", "--report", str(tmp_path / "r"), str(script), cwd=tmp_path)
     return load_report(tmp_path / "r")["runs"][0], proc.stdout + proc.stderr
 
 
@@ -88,3 +96,34 @@ def test_workers_a_pool_terminates_are_no_failure(tmp_path: Path) -> None:
     run, _ = run_of(tmp_path, POOL_TERMINATED)
     assert run["outcome"] == "passed", run["reason"]
     assert [e["status"] for e in kernel_ends(run)] == [-15, -15]  # both workers' ends were seen
+
+
+REUSES_THE_DESCRIPTOR = """
+import os
+
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+for name in os.listdir("/proc/self/fd"):  # a program closing descriptors it did not open: lifeguard's pidfd
+    try:
+        if "pidfd" in os.readlink(f"/proc/self/fd/{name}"):
+            os.close(int(name))
+    except OSError:
+        pass
+out = open("out.txt", "w")  # takes the lowest free number: the pidfd's
+pid = os.fork()
+if pid == 0:
+    out.write("the child wrote")
+    out.flush()
+    os._exit(0)
+os.waitpid(pid, 0)
+out.close()
+with open("out.txt") as written:
+    assert written.read() == "the child wrote"
+"""
+
+
+def test_a_descriptor_the_program_reused_is_never_closed(tmp_path: Path) -> None:
+    run, _ = run_of(tmp_path, REUSES_THE_DESCRIPTOR)
+    assert run["outcome"] == "passed", (run["reason"], run["stderr_tail"])
