@@ -24,6 +24,7 @@ from _trivial import ROOT
 from figures import record
 
 SUITE_TIMEOUT = 3600.0
+STOP_GRACE = 60.0  # seconds a stopped suite gets to tear down
 SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed).*) in [\d.]+s")
 
 
@@ -35,8 +36,21 @@ def busy_loops(count: int) -> list[subprocess.Popen[bytes]]:
 def suite(tree: Path) -> tuple[int, float, str]:
     """The suite's exit status, wall seconds, and pytest's summary (its counts)."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q"], cwd=tree, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=SUITE_TIMEOUT, check=False)
+    # Its own session: stopped (a deadline, Ctrl-C, SIGTERM), the whole suite goes, workers and their runs.
+    suite_process = subprocess.Popen([sys.executable, "-m", "pytest", "-q"], cwd=tree, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+    try:
+        output, _ = suite_process.communicate(timeout=SUITE_TIMEOUT)
+    finally:
+        if suite_process.poll() is None:  # as Ctrl-C: pytest tears its fixtures down, ending what tests started
+            os.killpg(suite_process.pid, signal.SIGINT)
+            try:
+                suite_process.wait(timeout=STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                os.killpg(suite_process.pid, signal.SIGKILL)
+                suite_process.wait()
+    done = subprocess.CompletedProcess(suite_process.args, suite_process.returncode, output, "")
     took = time.perf_counter() - started
     summary = next((m.group(1) for line in reversed(done.stdout.splitlines())
                     if (m := SUMMARY.match(line.strip()))), "no summary")
@@ -49,7 +63,12 @@ def minutes(seconds: float) -> str:
     return f"{int(seconds // 60)} min {seconds % 60:.0f} s"
 
 
+def _stop(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)  # through the finally blocks: the suite and the busy loops are killed
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _stop)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout to test (default: this one)")
     parser.add_argument("--loaded-runs", type=int, default=1, help="loaded runs in a row (default 1)")
