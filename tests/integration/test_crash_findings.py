@@ -37,7 +37,11 @@ void start_worker(void) {
     pthread_create(&t, 0, worker, 0);
     while (!running) usleep(100);
 }
-void destroy_buffer(void) { munmap((void *)buffer, 4096); }  /* the worker is not stopped first */
+void destroy_buffer(void) {
+    munmap((void *)buffer, 4096);  /* the worker is not stopped first */
+    /* It faults when next scheduled: on a busy machine the exit could end it first (1 CI run in ~30). */
+    for (int i = 0; i < 500; i++) usleep(10000);
+}
 """
 
 needs_tools = pytest.mark.skipif(shutil.which("g++") is None or gdb_available() is None,
