@@ -16,12 +16,14 @@ from lifeguard.capture.symbols import resolve_live
 from lifeguard.model.kernel import KernelState
 from lifeguard.model.stacks import ProcessStacks, ThreadStack
 from lifeguard.proc.procfs import thread_name
-from lifeguard.proc.threadread import read_tree
+from lifeguard.proc.threadread import read_tree, read_words
 from lifeguard.run.supervise import CaptureHook, HangContext
 
 # Long enough for a spinning thread to collect measurable CPU on a loaded machine (ticks are
 # 10 ms), short enough not to delay the capture noticeably.
 SAMPLE_WINDOW = 0.3
+# Read at a futex's address: the word itself and the two after it (a pthread mutex's owner is the third).
+FUTEX_WORDS = 3
 
 
 def sample_tree(pids: list[int], window: float = SAMPLE_WINDOW) -> dict[tuple[int, int], KernelState]:
@@ -39,8 +41,10 @@ def sample_tree(pids: list[int], window: float = SAMPLE_WINDOW) -> dict[tuple[in
             states[key] = KernelState(state="X", first_state=a.state, syscall=a.syscall, wchan=a.wchan)
             continue
         used = b.cpu - a.cpu if a is not None and a.cpu is not None and b.cpu is not None else None
+        words = read_words(key[0], b.futex, FUTEX_WORDS) if b.futex is not None else None
         states[key] = KernelState(state=b.state, first_state=a.state if a else None, syscall=b.syscall,
-                                  wchan=b.wchan, cpu_seconds=used, window=elapsed if a else None)
+                                  wchan=b.wchan, cpu_seconds=used, window=elapsed if a else None,
+                                  futex_words=words)
     return states
 
 

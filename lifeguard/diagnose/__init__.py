@@ -22,6 +22,7 @@ from lifeguard.diagnose.rules.gc_lock_deadlock import check as gc_lock_deadlock
 from lifeguard.diagnose.rules.generic import check as generic
 from lifeguard.diagnose.rules.gil_deadlock import check as gil_deadlock
 from lifeguard.diagnose.rules.gil_held_blocking import check as gil_held_blocking
+from lifeguard.diagnose.rules.lock_cycle import check as lock_cycle
 from lifeguard.diagnose.rules.out_of_memory import check as out_of_memory
 from lifeguard.diagnose.rules.refcount_underflow import check as refcount_underflow
 from lifeguard.diagnose.rules.static_destructor import check as static_destructor
@@ -37,8 +38,8 @@ Rule = Callable[[Evidence], list[Finding]]
 # Specific rules first; each says nothing unless its own pattern is in the evidence.
 RULES: tuple[Rule, ...] = (
     static_destructor, daemon_thread, refcount_underflow, wrong_thread_destroy, thread_at_exit, atexit_order,
-    fork_runtime, fork_deadlock, gc_lock_deadlock, gil_deadlock, gil_held_blocking, exit_waits_for_thread, stopped,
-    busy_loop, wrong_thread_gc, unregistered_thread, out_of_memory,
+    fork_runtime, fork_deadlock, gc_lock_deadlock, lock_cycle, gil_deadlock, gil_held_blocking, exit_waits_for_thread,
+    stopped, busy_loop, wrong_thread_gc, unregistered_thread, out_of_memory,
 )
 FALLBACK_RULES: tuple[Rule, ...] = (generic,)
 

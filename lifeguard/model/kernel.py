@@ -43,6 +43,9 @@ class KernelState:
     wchan: str | None = None  # the kernel function it sleeps in ("futex_wait_queue", "do_wait")
     cpu_seconds: float | None = None  # CPU time used between the readings
     window: float | None = None  # seconds between the readings
+    # A futex wait's first three ints at its address (second reading): for a pthread_join the word is the joined
+    # thread's tid; for a pthread mutex, the third is its owner's tid. The stack says which it is.
+    futex_words: tuple[int, ...] | None = None
 
     @property
     def activity(self) -> Activity:
@@ -83,12 +86,15 @@ class KernelState:
     def to_dict(self) -> dict[str, Any]:
         return {"state": self.state, "first_state": self.first_state, "syscall": self.syscall,
                 "wchan": self.wchan, "cpu_seconds": self.cpu_seconds, "window": self.window,
-                "activity": self.activity.value}
+                "activity": self.activity.value,
+                "futex_words": list(self.futex_words) if self.futex_words is not None else None}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KernelState:
         cpu = data.get("cpu_seconds")
         window = data.get("window")
+        words = data.get("futex_words")
         return cls(state=data.get("state"), first_state=data.get("first_state"), syscall=data.get("syscall"),
                    wchan=data.get("wchan"), cpu_seconds=float(cpu) if cpu is not None else None,
-                   window=float(window) if window is not None else None)
+                   window=float(window) if window is not None else None,
+                   futex_words=tuple(int(w) for w in words) if isinstance(words, list) else None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ class ThreadReading:
     syscall: str | None
     wchan: str | None
     cpu: float | None  # seconds of CPU since the thread started
+    futex: int | None = None  # the address a futex wait sleeps on (its first argument)
 
 
 def _read(path: str) -> str | None:
@@ -59,6 +61,33 @@ def _syscall_name(text: str | None) -> str | None:
     return _SYSCALLS.get(number, f"syscall {number}")
 
 
+def _futex_address(text: str | None, syscall: str | None) -> int | None:
+    if syscall != "futex" or not text:
+        return None
+    fields = text.split()
+    try:
+        return int(fields[1], 16) if len(fields) > 1 else None
+    except ValueError:
+        return None
+
+
+def read_words(pid: int, address: int, count: int) -> tuple[int, ...] | None:
+    """``count`` native ints at ``address`` in a live process's memory (no stop, no attach), or None."""
+    try:
+        fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        data = os.pread(fd, 4 * count, address)
+    except (OSError, OverflowError):
+        return None
+    finally:
+        os.close(fd)
+    if len(data) != 4 * count:
+        return None
+    return tuple(int.from_bytes(data[i:i + 4], sys.byteorder, signed=True) for i in range(0, len(data), 4))
+
+
 def read_thread(pid: int, tid: int) -> ThreadReading | None:
     base = f"/proc/{pid}/task/{tid}"
     read = stat_fields(f"{base}/stat")
@@ -73,7 +102,10 @@ def read_thread(pid: int, tid: int) -> ThreadReading | None:
     elif len(fields) > 12:
         cpu = (int(fields[11]) + int(fields[12])) * _TICK  # utime + stime (fields 14, 15 of stat)
     wchan = (_read(f"{base}/wchan") or "").strip()
-    return ThreadReading(state, _syscall_name(_read(f"{base}/syscall")), wchan if wchan not in ("", "0") else None, cpu)
+    text = _read(f"{base}/syscall")
+    syscall = _syscall_name(text)
+    return ThreadReading(state, syscall, wchan if wchan not in ("", "0") else None, cpu,
+                         _futex_address(text, syscall))
 
 
 def read_tree(pids: Iterable[int]) -> dict[tuple[int, int], ThreadReading]:

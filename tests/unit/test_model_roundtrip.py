@@ -20,7 +20,7 @@ def full_result() -> RunResult:
                             threads=(ThreadStack(tid=41, name="python3", gil="waiting", frames=frames,
                                                  pthread_id=0x7F0001,
                                                  kernel=KernelState("S", "S", "futex", "futex_wait_queue", 0.0,
-                                                                    0.3)),),
+                                                                    0.3, (2, 0, 41))),),
                             signal=SignalInfo("SIGSEGV", 11, 1, "0x10", 41), notes=("no debug info",), duration=0.25)
     return RunResult(
         scenario="s", variant="buggy", index=3, outcome=Outcome.CRASHED, phase=Phase.EXIT, expected="crashed@exit",

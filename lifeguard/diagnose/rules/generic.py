@@ -5,6 +5,7 @@ from __future__ import annotations
 from lifeguard.diagnose.activity import fork_records, how_blocked, is_blocked, python_text
 from lifeguard.diagnose.crash import cleanup_step, crash_frame, crashed_thread, main_thread, quote_text, where
 from lifeguard.diagnose.evidence import Evidence, blocking_call, c_caller, describe, python_location, thread_ref
+from lifeguard.diagnose.wait_for import OUTSIDE_KINDS, picture
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Finding, ThreadRef
 
@@ -50,9 +51,27 @@ def _hang(evidence: Evidence) -> Finding:
     summary += (f"; process {process.pid}'s main thread {main.tid} is {how_blocked(main)} in "
                 f"{describe(call[1] if call else None)}" + (f", called from {describe(native)}" if native else "")
                 + (f", from Python at {where}" if where else ""))
-    return Finding(kind="hang", summary=summary, hint=HANG_HINT, threads=(thread_ref(process, main, "main"),),
+    waits = picture(evidence)
+    main_wait = next((w for w in waits if w.process is process and w.thread is main), None)
+    if main_wait is not None and main_wait.waker:
+        summary += f"; it waits for {main_wait.kind}{main_wait.context}: {main_wait.waker}"
+    joined = main_wait.holder_wait(waits) if main_wait is not None and main_wait.kind == "a join" else None
+    if joined is not None:
+        summary += f", which itself waits for {joined.kind}" + (f": {joined.waker}" if joined.waker else "")
+    alone = next((w for w in waits if w.nobody), None)
+    if alone is not None:
+        hint = (f"Nothing in process {alone.process.pid} can wake thread {alone.thread.tid}: find who was meant to "
+                "signal what it waits for, and why that thread is not there.")
+    elif joined is not None and joined.kind.startswith(OUTSIDE_KINDS):
+        hint = (f"The thread being joined is not ending: it waits for {joined.kind}. Tell it to stop (close what it "
+                "reads or polls, set its stop flag, send what it waits for) before joining it.")
+    else:
+        hint = HANG_HINT
+    described = {(w.process.pid, w.thread.tid): w.line() for w in waits}
+    return Finding(kind="hang", summary=summary, hint=hint, threads=(thread_ref(process, main, "main"),),
                    frames=tuple(str(f) for f in main.frames[:8] if not f.is_python),
-                   evidence=tuple(f"thread {t.tid} of {p.pid}: {how_blocked(t)}" for p, t in threads[:12]))
+                   evidence=tuple(described.get((p.pid, t.tid), f"thread {t.tid} of {p.pid}: {how_blocked(t)}")
+                                  for p, t in threads[:12]))
 
 
 CRASH_HINT = ("Read the native frames of the crashing thread; run with -X dev or PYTHONMALLOC=debug to catch the "
