@@ -22,7 +22,7 @@ import faulthandler
 import os
 import sys
 
-from lifeguard.child import cores, emit, fork_ends, joined, os_exit, protocol
+from lifeguard.child import cores, crash_park, emit, fork_ends, joined, os_exit, protocol
 
 TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows this name
 if TYPE_CHECKING:
@@ -244,6 +244,8 @@ def run(spec: protocol.ChildSpec) -> None:
     plain = kind in PLAIN_KINDS
     if spec.get("cores") and not plain:
         cores.allow_core_dumps()  # a scenario works in its run folder from the start
+    elif spec.get("cores"):
+        crash_park.install()  # a plain target's cores are off until finalization: a crash before waits to be read
     install_evidence(run_dir, spec["dump_signal"], spec.get("seed", 0), spec.get("perturbations") or [])
     # The main thread's ident from _thread: importing threading here would make every run's program one that
     # has it, with its teardown at exit (plain `python script.py` imports it only if the program does).
@@ -281,6 +283,8 @@ def attach(spec: protocol.AttachSpec) -> None:
     emit(protocol.ATTACHED, python=list(sys.version_info[:3]), main_thread=_thread.get_ident(),
          executable=sys.executable, argv=list(getattr(sys, "orig_argv", sys.argv)))
     install_evidence(spec["run_dir"], spec["dump_signal"], spec.get("seed", 0), spec.get("perturbations") or [])
+    if spec.get("cores"):
+        crash_park.install()
     cores.at_finalization(spec["run_dir"], cores=bool(spec.get("cores")), body_end=True)
     emit(protocol.BODY_START)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from lifeguard.child import emit, finalization, protocol
+from lifeguard.child import crash_park, emit, finalization, protocol
 
 
 def core_pattern_is_local(pattern: str) -> bool:
@@ -100,6 +100,8 @@ def at_finalization(run_dir: str, *, cores: bool, body_end: bool) -> None:
 
     def after_join() -> None:
         if cores:  # a forked child that finalizes (instead of os._exit) gets here too: its core as well
+            if local:
+                crash_park.remove()  # from here on a core says more (a fault address); without one, stay parked
             cores_in_run_folder(run_dir, local)
 
     finalization.on_start(begin, after_join)

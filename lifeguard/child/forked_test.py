@@ -31,7 +31,7 @@ import gc
 import os
 import sys
 
-from lifeguard.child import bootstrap, cores, emit, joined, protocol
+from lifeguard.child import bootstrap, cores, crash_park, emit, joined, protocol
 from lifeguard.child import watchdog as child_watchdog
 
 TYPE_CHECKING = False
@@ -206,6 +206,8 @@ def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: 
         if watchdog is not None:
             _register_with(*watchdog)
         _own_output(out_fd, err_fd, own_streams)
+        if spec.get("cores"):
+            crash_park.install()  # the test works in pytest's folder: a crash in it waits to be read
         # Set one by one: os.environ.update's generic mapping code (an ABC instance check that fills the ABC's
         # cache) cost every forked test about 50 copy-on-write faults, more than the variables themselves.
         environ = os.environ

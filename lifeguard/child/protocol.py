@@ -187,6 +187,9 @@ def is_bootstrap(cmdline: list[str] | tuple[str, ...]) -> bool:
 
 SITE_HOOK_DIR = "attach"  # the folder put first on a plain run's PYTHONPATH...
 SITE_HOOK_FILE = "sitecustomize.py"  # ...holding only this, which attaches each Python process (child.attach)
+# The fatal signals a plain target's process parks in (lifeguard.child.crash_park) while its cores are off:
+# SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV (the same numbers on x86-64 and aarch64 Linux).
+PARKED_SIGNALS = (4, 6, 7, 8, 11)
 CORE_PATTERN_FILE = "/proc/sys/kernel/core_pattern"
 # A test forked from pytest (--lifeguard) whose body failed: the failure as pytest itself reports it.
 PYTEST_FAILURE_FILE = "pytest-failure.txt"

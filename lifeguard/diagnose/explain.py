@@ -36,7 +36,8 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
         backtraces = merge_python_stacks(backtraces, result.python_stacks)
     if spec.cores and (result.outcome is Outcome.CRASHED or cores):
         replay = spec.backtrace is BacktraceMethod.REPLAY
-        if not replay and not cores:
+        parked = any(p.signal is not None for p in backtraces)  # read while it waited (lifeguard.run.parked)
+        if not replay and not cores and not parked:
             setup = core_setup()
             # A wrapped program (-m, a command: a whole CI step) is not run a second time behind the user's back.
             rerun = spec.kind not in (RunKind.MODULE, RunKind.COMMAND)

@@ -94,6 +94,14 @@ class RunSpec:
         """A plain target (script, -c, -m, command): output shown live, the program's own exit code."""
         return self.kind in PLAIN_KINDS
 
+    @property
+    def parks_crashes(self) -> bool:
+        """Its processes wait in lifeguard's fatal-signal handler until their stacks are read
+        (lifeguard.child.crash_park): native evidence is wanted, and the body works in the user's folder, where
+        cores are off (a plain target, a test forked from pytest)."""
+        return (self.cores and self.backtrace is BacktraceMethod.CORE
+                and (self.plain or self.mode is StartMode.PYTEST_FORK))
+
 
 # The ways a run can start, as `--mode` names them.
 MODES = ("auto", "fresh", "fork-server")

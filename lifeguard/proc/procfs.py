@@ -177,17 +177,22 @@ def run_marker(pid: int) -> str | None:
                 None)
 
 
-def signal_caught(pid: int, signum: int) -> bool:
-    """Does process ``pid`` have a handler for ``signum``? (Signalling one that
-    does not would kill it before its native stacks are captured.)"""
+def caught_signals(pid: int) -> int | None:
+    """The mask of signals ``pid`` has a handler for (bit ``signum - 1``), None when unreadable."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith("SigCgt:"):
-                    return bool(int(line.split()[1], 16) & (1 << (signum - 1)))
-    except OSError:
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
         pass
-    return False
+    return None
+
+
+def signal_caught(pid: int, signum: int) -> bool:
+    """Does process ``pid`` have a handler for ``signum``? (Signalling one that
+    does not would kill it before its native stacks are captured.)"""
+    return bool((caught_signals(pid) or 0) & (1 << (signum - 1)))
 
 
 def children_of(pid: int) -> list[int]:

@@ -71,6 +71,18 @@ def _futex_address(text: str | None, syscall: str | None) -> int | None:
         return None
 
 
+def read_syscall(pid: int, tid: int) -> tuple[str, tuple[int, ...]] | None:
+    """The system call a thread sleeps in and its arguments, or None (running, gone, unreadable)."""
+    text = _read(f"/proc/{pid}/task/{tid}/syscall")
+    name = _syscall_name(text)
+    if name is None or text is None:
+        return None
+    try:
+        return name, tuple(int(field, 16) for field in text.split()[1:7])
+    except ValueError:
+        return None
+
+
 def read_words(pid: int, address: int, count: int) -> tuple[int, ...] | None:
     """``count`` native ints at ``address`` in a live process's memory (no stop, no attach), or None."""
     try:

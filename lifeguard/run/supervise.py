@@ -36,6 +36,7 @@ from lifeguard.run.classify import classify, lead_pid, phase_of
 from lifeguard.run.containment import containment, spawn, starts_python
 from lifeguard.run.launch import DUMP_SIGNAL, RunFiles, child_argv, child_env, precompile_child_side, spec_env
 from lifeguard.run.live import LiveOutput
+from lifeguard.run.parked import ParkedCrashes
 from lifeguard.run.relay import Relays
 from lifeguard.run.stillness import Stillness
 
@@ -105,9 +106,10 @@ class ChildHandle(Protocol):
 
 
 def _wait_exit(handle: ChildHandle, membership: RunMembership, deadline: float,
-               cancel: threading.Event | None, stillness: Stillness | None = None) -> bool:
+               cancel: threading.Event | None, stillness: Stillness | None = None,
+               parked: ParkedCrashes | None = None) -> bool:
     """Wait for the child until the deadline, or until ``stillness`` says the tree hangs; True if it exited.
-    Its zombie orphans are reaped as they come."""
+    Its zombie orphans are reaped as they come, its parked crashes read and ended."""
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -117,6 +119,8 @@ def _wait_exit(handle: ChildHandle, membership: RunMembership, deadline: float,
         if handle.wait_step(min(remaining, POLL_INTERVAL)):
             return True
         membership.watch()
+        if parked is not None:
+            parked.look(membership.members())
         containment().revive_watchdog()
         if stillness is not None and stillness.hung(membership.members()):
             return handle.wait_step(0)
@@ -322,7 +326,14 @@ def _supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fi
                              f"{STARTUP_TIMEOUT:g} s, its own bound: the body never started")
         stillness = Stillness(spec.hang_settle, (files.stdout, files.stderr, files.events)) \
             if spec.hang_settle is not None else None
-        exited = _wait_exit(handle, membership, deadline, cancel, stillness)
+        parked = None
+        if spec.parks_crashes and capture_hooks:
+            # The child parks a crash in its body (lifeguard.child.crash_park): its stacks are read here.
+            parked = ParkedCrashes(lambda pids: _capture(capture_hooks, HangContext(
+                spec, pids, deadline=time.monotonic() + NATIVE_BUDGET, cancel=cancel), notes))
+        exited = _wait_exit(handle, membership, deadline, cancel, stillness, parked)
+        if parked is not None:
+            backtraces.extend(parked.stacks)
         if not exited:
             hung = True
             if stillness is not None and stillness.ended:
@@ -336,11 +347,7 @@ def _supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fi
             # wakes up and queues for the GIL), which would change the very deadlock
             # gdb is about to show. The faulthandler dumps come right after.
             context = HangContext(spec, hung_pids, deadline=time.monotonic() + NATIVE_BUDGET, cancel=cancel)
-            for hook in capture_hooks:
-                try:
-                    backtraces.extend(hook(context))
-                except Exception as exc:  # a capture failure must not lose the run
-                    notes.append(f"native capture failed: {exc!r}")
+            backtraces.extend(_capture(capture_hooks, context, notes))
             python_stacks = dump_python_stacks(hung_pids, files.run_dir)
         else:
             left = _leftovers(handle, membership)
@@ -370,6 +377,17 @@ def _supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fi
                     backtraces=backtraces, leftovers=leftovers, phase_at_deadline=phase_at_deadline,
                     notes=tuple(notes), ended_early=ended_early, channel=channel,
                     oom_kills=oom_after - oom_before if oom_before is not None and oom_after is not None else 0)
+
+
+def _capture(hooks: tuple[CaptureHook, ...], context: HangContext, notes: list[str]) -> list[ProcessStacks]:
+    """The native stacks of ``context.pids`` from every hook; a hook's failure is a note, never the run's loss."""
+    stacks: list[ProcessStacks] = []
+    for hook in hooks:
+        try:
+            stacks.extend(hook(context))
+        except Exception as exc:
+            notes.append(f"native capture failed: {exc!r}")
+    return stacks
 
 
 def _leftovers(handle: ChildHandle, membership: RunMembership) -> list[int]:

@@ -1,0 +1,108 @@
+"""A fatal signal in a plain target's body waits in place until lifeguard has read the stacks.
+
+A plain target runs in the user's folder, where no core may land, so its cores are off until finalization
+(lifeguard.child.cores). Without this, a crash in its body (a library's worker thread faulting, an abort)
+had no native stack. Here each fatal signal's disposition becomes libc's ``sleep`` itself, with
+``SA_RESETHAND | SA_NODEFER``: the crashing thread sleeps ``signum`` seconds (4 to 11) inside the handler,
+its stack intact, and the disposition is back to the default. The supervisor sees the process's caught
+signals change and a thread asleep under a signal frame, reads every thread's stacks and sends the same signal
+to that thread: the process dies of it, as the kernel reports. If nobody does, the sleep ends, the fault
+runs again with the default disposition, and the process dies of it a few seconds late.
+
+faulthandler stays in front (disabled and enabled again around the change): it dumps the Python stacks and
+then re-raises into the sleep. At finalization the default dispositions come back (``at_finalization``:
+from there on cores land in the run folder and say more, a fault address included).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from lifeguard.child import protocol
+
+SA_NODEFER = 0x40000000
+SA_RESETHAND = 0x80000000
+# struct sigaction of glibc on 64-bit Linux: the handler, a 128-byte mask, int flags (padded), the restorer.
+_SIGACTION_SIZE = 8 + 128 + 8 + 8
+_FLAGS_OFFSET = 8 + 128
+
+
+def _sigaction() -> tuple[Callable[..., int], int] | None:
+    """libc's sigaction as a callable, and the address of its sleep; None where they cannot be had. Through
+    _ctypes alone: the ctypes package costs a few milliseconds and ~860 objects of every run's start-up."""
+    loaded = "_ctypes" in sys.modules
+    try:
+        import _ctypes
+    except ImportError:
+        return None
+    native: Any = _ctypes
+    try:
+        class CInt(native._SimpleCData):  # type: ignore[misc]
+            _type_ = "i"
+
+        class Function(native.CFuncPtr):  # type: ignore[misc]
+            _flags_ = native.FUNCFLAG_CDECL
+            _restype_ = CInt
+
+        libc = native.dlopen(None, 0)
+        return Function(native.dlsym(libc, "sigaction")), int(native.dlsym(libc, "sleep"))
+    except (OSError, AttributeError, TypeError):
+        return None
+    finally:
+        if not loaded:
+            sys.modules.pop("_ctypes", None)  # nothing of it stays for the program to see (or to free at exit)
+
+
+_installed = [False]
+
+
+def install() -> bool:
+    """Park every fatal signal in this process (and the processes it forks); False where it cannot."""
+    if sys.platform != "linux" or sys.maxsize < 2**32:
+        return False
+    found = _sigaction()
+    if found is None:
+        return False
+    sigaction, sleep_address = found
+    action = bytearray(_SIGACTION_SIZE)
+    action[0:8] = sleep_address.to_bytes(8, sys.byteorder)
+    action[_FLAGS_OFFSET:_FLAGS_OFFSET + 4] = (SA_RESETHAND | SA_NODEFER).to_bytes(4, sys.byteorder)
+    enabled = faulthandler.is_enabled()
+    if enabled:
+        faulthandler.disable()  # its handlers chain to what was there before: that must be the sleep
+    try:
+        _installed[0] = all(sigaction(signum, bytes(action), None) == 0 for signum in protocol.PARKED_SIGNALS)
+    finally:
+        if enabled:
+            _enable_faulthandler()
+    return _installed[0]
+
+
+def _enable_faulthandler() -> None:
+    # Descriptor 2, as -X faulthandler and a forked test's own set-up have it (not sys.stderr: a test's may be
+    # pytest's capture).
+    try:
+        faulthandler.enable(file=2, all_threads=True)
+    except (RuntimeError, ValueError, OSError):
+        pass
+
+
+def remove() -> None:
+    """The default dispositions again, faulthandler still in front (a no-op where nothing was parked)."""
+    if not _installed[0]:
+        return
+    _installed[0] = False
+    import _signal  # built in and set up at start-up: no import cost
+
+    enabled = faulthandler.is_enabled()
+    if enabled:
+        faulthandler.disable()
+    try:
+        for signum in protocol.PARKED_SIGNALS:
+            _signal.signal(signum, _signal.SIG_DFL)
+    finally:
+        if enabled:
+            _enable_faulthandler()

@@ -1,0 +1,163 @@
+"""Native stacks of a crash in a plain target's body, without a core and without a rerun: the crashing thread
+waits in lifeguard's fatal-signal handler (lifeguard.child.crash_park) while the supervisor reads every
+thread's stacks, then dies of its own signal (lifeguard.run.parked). Real programs compiled here: a library's
+worker thread faulting, an abort on the main thread, a forked child's fault, a self-sent SIGSEGV, in a script,
+-c code, a `--` command's Python and a test forked by `pytest --lifeguard`; none leaves a core in the user's
+folder."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lifeguard.capture import gdb_available
+from tests.helpers import load_report, pid_alive, run_cli, run_pids
+from tests.integration.pytester_support import INNER_SESSION_TIMEOUT
+
+pytest_plugins = ["pytester", "tests.integration.pytester_support"]
+
+COMPILE_TIMEOUT = 120
+EXIT_LIFETIME = 86
+NATIVE = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+static volatile int started;
+static void *worker(void *arg) { started = 1; *(volatile int *)arg = 1; return 0; }  /* a null pointer */
+void start_worker(void) {
+    pthread_t t;
+    pthread_create(&t, 0, worker, 0);
+    while (!started) usleep(100);
+    for (;;) pause();  /* the worker's crash ends the process */
+}
+void check_invariant(int ok) { if (!ok) abort(); }
+void write_through(int *pointer) { *pointer = 1; }
+"""
+
+needs_tools = pytest.mark.skipif(shutil.which("gcc") is None or gdb_available() is None,
+                                 reason="needs gcc and gdb (the crash's stacks are read with the capture back ends)")
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("crashing")
+    source = folder / "crashing.c"
+    source.write_text(NATIVE)
+    built = folder / "libcrashing.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-g", "-O0", "-o", str(built), str(source), "-lpthread"],
+                   check=True, timeout=COMPILE_TIMEOUT, capture_output=True)
+    return built
+
+
+def cores_in(folder: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if p.name == "core" or p.name.startswith("core.")]
+
+
+def crash_run(tmp_path: Path, *target: str, expect: str) -> tuple[dict[str, Any], str]:
+    work = tmp_path / "project"
+    work.mkdir(exist_ok=True)
+    proc = run_cli("run", "--timeout", "60", "--expect", expect, "--report", str(tmp_path / "r"), *target,
+                   cwd=work, shell_setup="ulimit -c unlimited 2>/dev/null || true")
+    run = load_report(tmp_path / "r")["runs"][0]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert cores_in(work) == []
+    for pid in run_pids(run):
+        assert not pid_alive(pid)
+    return run, proc.stdout
+
+
+def crashed_process(run: dict[str, Any]) -> dict[str, Any]:
+    crashed = [p for p in run["backtraces"] if p.get("signal")]
+    assert len(crashed) == 1, run["backtraces"]
+    return crashed[0]
+
+
+@needs_tools
+def test_a_worker_threads_fault_in_a_scripts_body_has_its_native_stack(tmp_path: Path, library: Path) -> None:
+    script = tmp_path / "program.py"
+    script.write_text(f"import ctypes\nctypes.CDLL({str(library)!r}).start_worker()\n")
+    run, stdout = crash_run(tmp_path, str(script), expect="crashed@run")
+    assert run["signal"] == signal.SIGSEGV
+    process = crashed_process(run)
+    assert process["signal"]["name"] == "SIGSEGV"
+    finding = run["findings"][0]
+    assert finding["kind"] == "crash", run["findings"]
+    assert "worker (crashing.c:" in finding["summary"], finding["summary"]
+    assert finding["threads"][0]["tid"] != process["pid"]  # the worker, not the main thread
+    assert "worker (crashing.c:" in stdout  # the culprit frame on the terminal
+    assert not any("--backtrace replay" in note for note in run["notes"]), run["notes"]
+
+
+@needs_tools
+def test_an_abort_on_the_main_thread_of_c_code(tmp_path: Path, library: Path) -> None:
+    code = f"import ctypes\nctypes.CDLL({str(library)!r}).check_invariant(0)"
+    run, _ = crash_run(tmp_path, "-c", code, expect="crashed@run")
+    assert run["signal"] == signal.SIGABRT
+    finding = run["findings"][0]
+    assert "check_invariant (crashing.c:" in finding["summary"], finding["summary"]
+    assert crashed_process(run)["signal"]["tid"] == crashed_process(run)["pid"]
+
+
+@needs_tools
+def test_a_forked_childs_fault_in_a_commands_python(tmp_path: Path, library: Path) -> None:
+    script = tmp_path / "forks.py"
+    script.write_text(f"import ctypes, os, sys\nlib = ctypes.CDLL({str(library)!r})\npid = os.fork()\n"
+                      f"if pid == 0:\n    lib.write_through(None)\n    os._exit(0)\n"
+                      f"os.waitpid(pid, 0)\n")
+    run, _ = crash_run(tmp_path, "--", sys.executable, str(script), expect="crashed@fork-child")
+    process = crashed_process(run)
+    assert process["signal"]["name"] == "SIGSEGV"
+    finding = run["findings"][0]
+    assert "write_through (crashing.c:" in finding["summary"], finding["summary"]
+
+
+@needs_tools
+def test_a_self_sent_sigsegv_still_ends_the_process(tmp_path: Path) -> None:
+    script = tmp_path / "program.py"
+    script.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\nprint('survived')\n")
+    run, stdout = crash_run(tmp_path, str(script), expect="crashed@run")
+    assert run["signal"] == signal.SIGSEGV
+    assert "survived" not in (Path(run["run_dir"]) / "stdout.txt").read_text()
+    assert "survived" not in stdout
+
+
+@needs_tools
+def test_without_native_capture_nothing_waits(tmp_path: Path, library: Path) -> None:
+    script = tmp_path / "program.py"
+    script.write_text(f"import ctypes\nctypes.CDLL({str(library)!r}).start_worker()\n")
+    work = tmp_path / "project"
+    work.mkdir()
+    proc = run_cli("run", "--no-native", "--timeout", "60", "--expect", "crashed@run", "--report",
+                   str(tmp_path / "r"), str(script), cwd=work)
+    run = load_report(tmp_path / "r")["runs"][0]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # The fault kills at once: no handler of lifeguard's waited (a wait would be 11 s of SIGSEGV's sleep).
+    assert run["duration"] < 10, run["duration"]
+    assert run["backtraces"] == []
+
+
+WORKER_TEST = """
+import ctypes
+
+
+def test_starts_a_worker():
+    ctypes.CDLL({library!r}).start_worker()
+"""
+
+
+@needs_tools
+def test_a_worker_threads_fault_in_a_forked_pytest_test(plugin_env: pytest.Pytester, library: Path) -> None:
+    plugin_env.makepyfile(test_worker=WORKER_TEST.format(library=str(library)))
+    guarded = plugin_env.runpytest_subprocess("--lifeguard", "-p", "no:randomly", timeout=INNER_SESSION_TIMEOUT)
+    guarded.assert_outcomes(failed=1)
+    out = guarded.stdout.str()
+    assert "lifeguard: crashed@run (SIGSEGV)" in out, out
+    assert "at worker (crashing.c:" in out, out
+    assert cores_in(plugin_env.path) == []
+
