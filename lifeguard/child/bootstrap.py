@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-MAX_FOREIGN_GC_EVENTS = 20
-
 _dump_fds: list[int] = []  # the dump files, open for the life of the process
 
 
@@ -158,18 +156,23 @@ def _thread_name(tid: int) -> str:
 def _install_gc_watch() -> None:
     import gc
 
-    seen = [0]
+    started, freed = [0], [0]
 
     def on_gc(phase: str, info: dict[str, Any]) -> None:
-        if phase != "start" or seen[0] >= MAX_FOREIGN_GC_EVENTS:
-            return
         # Kernel thread ids: the main thread's is the pid (also in a forked child, whose only thread is the one
         # that forked), and no monkey-patching of threading changes them.
         tid = _thread.get_native_id()
-        if tid != os.getpid():
-            seen[0] += 1
-            emit(protocol.GC_FOREIGN_THREAD, thread=tid, thread_name=_thread_name(tid),
-                 generation=info.get("generation"))
+        if tid == os.getpid():
+            return
+        if phase == "start":  # before: a crash inside the collection still has it
+            if started[0] < protocol.MAX_FOREIGN_GC_EVENTS:
+                started[0] += 1
+                emit(protocol.GC_FOREIGN_THREAD, thread=tid, thread_name=_thread_name(tid),
+                     generation=info.get("generation"))
+        elif info.get("collected") and freed[0] < protocol.MAX_FOREIGN_GC_EVENTS:  # freeing nothing ran no destructor
+            freed[0] += 1
+            emit(protocol.GC_FOREIGN_FREED, thread=tid, thread_name=_thread_name(tid),
+                 generation=info.get("generation"), collected=info.get("collected"))
 
     gc.callbacks.append(on_gc)
 

@@ -135,6 +135,9 @@ OS_EXIT = "os-exit"
 FORKED = "forked"  # a forked child of the run: parent pid, forking_thread, parent_threads at fork
 # A garbage collection ran on a thread other than the main one ("thread": its kernel thread id, "thread_name").
 GC_FOREIGN_THREAD = "gc-foreign-thread"
+# Such a collection ended having freed objects ("collected": how many; their destructors ran on that thread).
+GC_FOREIGN_FREED = "gc-foreign-freed"
+MAX_FOREIGN_GC_EVENTS = 20  # of each of the two, per process
 CORRUPTED = "corrupted"  # child.report_corruption()
 NOTE = "note"  # child.note()
 ATTACHED = "attached"  # a Python process the run started without the bootstrap joined it (its executable, argv)

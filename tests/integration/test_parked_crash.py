@@ -37,6 +37,7 @@ void start_worker(void) {
     for (;;) pause();  /* the worker's crash ends the process */
 }
 void check_invariant(int ok) { if (!ok) abort(); }
+void read_through(int *pointer) { volatile int value = *pointer; (void)value; }
 void write_through(int *pointer) { *pointer = 1; }
 """
 
@@ -161,3 +162,48 @@ def test_a_worker_threads_fault_in_a_forked_pytest_test(plugin_env: pytest.Pytes
     assert "at worker (crashing.c:" in out, out
     assert cores_in(plugin_env.path) == []
 
+
+# A request thread collects (it allocates containers) and then calls into a library that faults; whether its
+# collections freed anything decides whether they are evidence.
+REQUESTS = """
+import ctypes, gc, threading
+
+lib = ctypes.CDLL({library!r})
+
+
+class Cycle:
+    def __init__(self):
+        self.me = self
+
+
+def handle_requests():
+    for n in range(50):
+        if {cycles}:
+            Cycle()
+        gc.collect(0)  # a young collection on this thread, as allocation triggers
+    lib.read_through(None)
+
+
+worker = threading.Thread(target=handle_requests, name="requests")
+worker.start()
+worker.join()
+"""
+
+
+@needs_tools
+@pytest.mark.parametrize("cycles", [False, True])
+def test_collections_on_the_crashing_thread_are_evidence_only_if_they_freed_something(
+        tmp_path: Path, library: Path, cycles: bool) -> None:
+    script = tmp_path / "program.py"
+    script.write_text(REQUESTS.format(library=str(library), cycles=cycles))
+    run, _ = crash_run(tmp_path, str(script), expect="crashed@run")
+    kinds = [f["kind"] for f in run["findings"]]
+    if cycles:
+        assert kinds[0] == "wrong-thread-gc", run["findings"]
+        # 50 collections freed a cycle each; the child records 20 of them.
+        assert "at least 20 garbage collection(s) on non-main thread(s) freed at least 20 object(s) before SIGSEGV" \
+            in run["findings"][0]["summary"], run["findings"][0]["summary"]
+    else:
+        # 50 collections ran there and freed nothing: no destructor ran on that thread, so they explain nothing.
+        assert kinds == ["crash"], run["findings"]
+        assert "read_through (crashing.c:" in run["findings"][0]["summary"], run["findings"][0]["summary"]

@@ -8,7 +8,7 @@ The child bootstrap records collections on non-main threads (gc.callbacks).
 
 from __future__ import annotations
 
-from lifeguard.child.protocol import CORRUPTED, GC_FOREIGN_THREAD
+from lifeguard.child.protocol import CORRUPTED, GC_FOREIGN_FREED, GC_FOREIGN_THREAD, MAX_FOREIGN_GC_EVENTS
 from lifeguard.diagnose.crash import crashed_thread, foreign_frame, quote_text, where
 from lifeguard.diagnose.evidence import GC_FUNCTIONS, Evidence, has_frame
 from lifeguard.model.outcomes import Outcome
@@ -60,6 +60,9 @@ def check(evidence: Evidence) -> list[Finding]:
     corruption = next((e for e in evidence.events if e.name == CORRUPTED), None)
     what = f"corruption ({corruption.get('message')})" if corruption else (evidence.signal_name or "a crash")
     in_gc, crashed = _crash_in_gc(evidence)
+    frees = [e for e in evidence.events if e.name == GC_FOREIGN_FREED]
+    if corruption is None and not in_gc and not frees:
+        return []  # collections that freed nothing ran no destructor there: nothing of theirs can be the cause
     if corruption is not None or in_gc:
         summary = (f"{what} while the garbage collector ran on a non-main thread: {len(foreign)} collection(s) on "
                    f"{', '.join(names)}")
@@ -68,7 +71,10 @@ def check(evidence: Evidence) -> list[Finding]:
             summary += f"; the collection was freeing {freed}"
     else:
         # The free may come long before the use: what a foreign collection freed is later used by another thread.
-        summary = (f"{len(foreign)} garbage collection(s) ran on non-main thread(s) before {what}"
+        objects = sum(int(e.get("collected") or 0) for e in frees)
+        more = "at least " if len(frees) >= MAX_FOREIGN_GC_EVENTS else ""  # the child records that many at most
+        summary = (f"{more}{len(frees)} garbage collection(s) on non-main thread(s) freed {more}{objects} object(s) "
+                   f"before {what}"
                    + (f" in {crashed}" if crashed else "") + f": {', '.join(names)}; objects freed there (their "
                    "destructors ran on that thread) may be what the crashing thread used")
     said, _ = quote_text(evidence)
