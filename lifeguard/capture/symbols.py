@@ -58,20 +58,43 @@ def _addr2line(source: list[str], addresses: list[str]) -> dict[str, Location]:
     return names
 
 
+# A signal's trampoline: the frame above it was interrupted at its pc, not called from it.
+_TRAMPOLINES = ("__restore_rt", "<signal handler called>")
+
+
+def _lookup(frames: tuple[Frame, ...], position: int) -> str | None:
+    """The address to name a frame by. A caller's pc is its return address, one past its call: a call to a
+    noreturn function (abort, __assert_fail) that ends its caller returns to the next function's first byte,
+    and the caller would be named as that function or not at all. So callers are looked up one byte back."""
+    frame = frames[position]
+    if frame.address is None:
+        return None
+    interrupted = position == 0 or frames[position - 1].function in _TRAMPOLINES
+    if interrupted:
+        return frame.address
+    try:
+        return hex(int(frame.address, 16) - 1)
+    except ValueError:
+        return frame.address
+
+
 def _named(process: ProcessStacks, names: dict[str, Location]) -> ProcessStacks:
-    def fix(frame: Frame) -> Frame:
-        if not _unnamed(frame) or frame.address not in names:
+    def fix(frames: tuple[Frame, ...], position: int) -> Frame:
+        frame = frames[position]
+        address = _lookup(frames, position)
+        if not _unnamed(frame) or address not in names:
             return frame
-        function, file, line = names[frame.address]
+        function, file, line = names[address]
         return replace(frame, function=function or frame.function, file=frame.file or file,
                        line=frame.line if frame.file else line)
 
-    return replace(process, threads=tuple(replace(t, frames=tuple(fix(f) for f in t.frames))
+    return replace(process, threads=tuple(replace(t, frames=tuple(fix(t.frames, i) for i in range(len(t.frames))))
                                           for t in process.threads))
 
 
 def _addresses(process: ProcessStacks) -> list[str]:
-    found = {f.address for t in process.threads for f in t.frames if _unnamed(f) and f.address}
+    found = {address for t in process.threads for i, f in enumerate(t.frames)
+             if _unnamed(f) and (address := _lookup(t.frames, i))}
     return sorted(found)[:MAX_ADDRESSES]
 
 

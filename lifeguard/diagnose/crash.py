@@ -69,7 +69,8 @@ def crash_frame(thread: ThreadStack) -> tuple[int, Frame] | None:
     """The innermost frame that is not crash plumbing: where the crash happened (``os_abort_impl``, not
     ``abort``; the C++ frame a forced unwind hit, not ``__gxx_personality_v0``)."""
     for position, frame in enumerate(thread.frames):
-        if not frame.is_python and not is_plumbing(frame) and frame.function:
+        # An unnamed frame of a library is still where it crashed ("?? in libfoo.so"), not its caller in libc.
+        if not frame.is_python and not is_plumbing(frame) and (frame.function or frame.library):
             return position, frame
     return None
 

@@ -207,3 +207,30 @@ def test_collections_on_the_crashing_thread_are_evidence_only_if_they_freed_some
         # 50 collections ran there and freed nothing: no destructor ran on that thread, so they explain nothing.
         assert kinds == ["crash"], run["findings"]
         assert "read_through (crashing.c:" in run["findings"][0]["summary"], run["findings"][0]["summary"]
+
+
+REFUSE = r"""
+#include <stdlib.h>
+#include <unistd.h>
+static void __attribute__((noinline)) refuse_fork(void) {
+    write(2, "aborting: fork refused\n", 23);
+    abort();  /* the last instruction: the return address is past this function's end */
+}
+void (*volatile fork_hook)(void) = refuse_fork;
+void run_fork_hook(void) { fork_hook(); }
+"""
+
+
+@needs_tools
+def test_a_local_function_ending_in_abort_is_named_and_blamed(tmp_path: Path) -> None:
+    """Without debug info, refuse_fork is only in the full symbol table, and its caller's pc is one past its
+    end: looked up as is, it named nothing (or the next function) and the crash was blamed on ffi_call."""
+    source = tmp_path / "refuse.c"
+    source.write_text(REFUSE)
+    built = tmp_path / "librefuse.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(built), str(source)],
+                   check=True, timeout=COMPILE_TIMEOUT, capture_output=True)
+    run, _ = crash_run(tmp_path, "-c", f"import ctypes\nctypes.CDLL({str(built)!r}).run_fork_hook()",
+                       expect="crashed@run")
+    summary = run["findings"][0]["summary"]
+    assert "at refuse_fork in librefuse.so" in summary, summary

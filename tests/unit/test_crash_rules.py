@@ -92,3 +92,17 @@ def test_faulthandlers_re_raise_is_shown_once() -> None:
     assert "(the signal, re-raised by its handler: 3 frames)" in view
     crashed = view.split("<-- SIGABRT", 1)[1]
     assert crashed.count("raise at") == 1 and crashed.count("__pthread_kill_implementation") == 1
+
+
+def test_an_unnamed_library_frame_is_the_crash_site_not_its_libc_caller() -> None:
+    """A stripped library's frame under abort() (tensorstore's fork refusal had one) is where it crashed; the
+    libc frame that called it (__run_prefork_handlers) is not."""
+    from lifeguard.diagnose.crash import crash_frame
+    from lifeguard.model.stacks import Frame, ThreadStack
+
+    libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    thread = ThreadStack(7, frames=(Frame("raise", library=libc), Frame("abort", library=libc),
+                                    Frame(None, library="/site-packages/_native.so", address="0x10"),
+                                    Frame("__run_prefork_handlers", library=libc)))
+    found = crash_frame(thread)
+    assert found is not None and found[0] == 2, found
