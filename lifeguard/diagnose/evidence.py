@@ -148,7 +148,11 @@ def c_caller(thread: ThreadStack, start: int) -> Frame | None:
             return None
         library = frame.library or ""
         function = frame.function or ""
-        if any(part in library for part in ("libc.so", "libc-", "libpthread", "ld-linux")) or not function:
+        if any(part in library for part in ("libc.so", "libc-", "libpthread", "ld-linux")):
+            continue
+        if not function:
+            if library and not frame.in_interpreter:
+                return frame  # a stripped library's own code: "?? in libfoo.so" names who waits
             continue
         if function.lstrip("_").startswith(tuple(m.lstrip("_") for m in CALL_MACHINERY)):
             continue

@@ -165,3 +165,37 @@ def test_a_destructor_joining_its_poller_at_finalization_hangs_in_exit(tmp_path:
     assert "it waits for a join, inside a destructor run by the garbage collector, during finalization" in summary
     assert "which itself waits for a signal (pause)" in summary, summary
     assert finding["hint"].startswith("The thread being joined is not ending"), finding["hint"]
+
+
+EXPORTER = r"""
+#include <pthread.h>
+#include <time.h>
+static pthread_mutex_t guard = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static void __attribute__((noinline)) export_until_stopped(void) {  /* nothing ever stops it */
+    pthread_mutex_lock(&guard);
+    for (;;) {
+        struct timespec at;
+        clock_gettime(CLOCK_REALTIME, &at);
+        at.tv_sec += 1;
+        pthread_cond_timedwait(&wake, &guard, &at);
+    }
+}
+void run_exporter(void) { export_until_stopped(); }
+"""
+
+
+@needs_tools
+def test_a_non_daemon_thread_in_a_stripped_library_is_named_by_its_library(tmp_path: Path) -> None:
+    """The thread the exit waits for sits in a library without symbols: the finding names that library
+    ("called from ?? in libexporter.so"), not only libc's wait and threading.py."""
+    source = tmp_path / "exporter.c"
+    source.write_text(EXPORTER)
+    built = tmp_path / "libexporter.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-s", "-o", str(built), str(source), "-lpthread"],
+                   check=True, timeout=COMPILE_TIMEOUT, capture_output=True)
+    code = "import threading\nthreading.Thread(target=lib.run_exporter, name='exporter').start()\n"
+    run = run_program(tmp_path, built, code, "hung@exit")
+    finding = run["findings"][0]
+    assert finding["kind"] == "exit-waits-for-thread", run["findings"]
+    assert "called from ?? in libexporter.so" in finding["summary"], finding["summary"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from lifeguard.diagnose.activity import how_blocked, python_text
 from lifeguard.diagnose.crash import main_thread
-from lifeguard.diagnose.evidence import Evidence, blocking_call, describe, thread_ref
+from lifeguard.diagnose.evidence import Evidence, blocking_call, c_caller, describe, thread_ref
 from lifeguard.model.result import Finding
 from lifeguard.model.stacks import ProcessStacks, ThreadStack
 
@@ -41,10 +41,13 @@ def check(evidence: Evidence) -> list[Finding]:
             continue
         first = waited[0]
         call = blocking_call(first)
+        native = c_caller(first, call[0]) if call else None
         where = python_text(first)
         summary = (f"process {process.pid} has finished its program and waits at exit (threading._shutdown) for "
                    f"{len(waited)} non-daemon thread(s) that never end: thread {first.tid} is {how_blocked(first)}"
-                   f" in {describe(call[1] if call else None)}" + (f", from Python at {where}" if where else ""))
+                   f" in {describe(call[1] if call else None)}"
+                   + (f", called from {describe(native)}" if native else "")
+                   + (f", from Python at {where}" if where else ""))
         findings.append(Finding(
             kind=KIND, summary=summary, hint=HINT,
             threads=(thread_ref(process, main, "exiting"), *(thread_ref(process, t, "not ended") for t in waited)),
