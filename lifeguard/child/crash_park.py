@@ -74,11 +74,12 @@ def install() -> bool:
     if enabled:
         faulthandler.disable()  # its handlers chain to what was there before: that must be the sleep
     try:
-        _installed[0] = all(sigaction(signum, bytes(action), None) == 0 for signum in protocol.PARKED_SIGNALS)
+        done = [sigaction(signum, bytes(action), None) == 0 for signum in protocol.PARKED_SIGNALS]
     finally:
         if enabled:
             _enable_faulthandler()
-    return _installed[0]
+    _installed[0] = any(done)  # what remove() must undo
+    return all(done)
 
 
 def _enable_faulthandler() -> None:
@@ -103,6 +104,8 @@ def remove() -> None:
     try:
         for signum in protocol.PARKED_SIGNALS:
             _signal.signal(signum, _signal.SIG_DFL)
+    except ValueError:  # not the main thread: stay parked (the supervisor still reads and ends a crash)
+        pass
     finally:
         if enabled:
             _enable_faulthandler()
