@@ -143,23 +143,26 @@ def c_caller(thread: ThreadStack, start: int) -> Frame | None:
     """The C code that made the blocking call at ``start``: the first native frame towards main that is
     not libc, not the interpreter's call or lock machinery (``_enter_buffered_busy``, ``EVP_update``), or
     None when Python called the lock directly."""
+    unnamed = None  # a stripped library's own code: "?? in libfoo.so" names who waits when nothing else does
     for frame in thread.frames[start + 1:]:
         if frame.is_python:
-            return None
+            break
         library = frame.library or ""
         function = frame.function or ""
         if any(part in library for part in ("libc.so", "libc-", "libpthread", "ld-linux")):
             continue
         if not function:
-            if library and not frame.in_interpreter:
-                return frame  # a stripped library's own code: "?? in libfoo.so" names who waits
+            if unnamed is None and library and not frame.in_interpreter:
+                unnamed = frame
             continue
+        if unnamed is not None and frame.in_interpreter:
+            break  # the library's code ends where the interpreter called it
         if function.lstrip("_").startswith(tuple(m.lstrip("_") for m in CALL_MACHINERY)):
             continue
         if matches(function, WAIT_FUNCTIONS):
             continue
         return frame
-    return None
+    return unnamed
 
 
 def describe(frame: Frame | None) -> str:

@@ -106,3 +106,23 @@ def test_an_unnamed_library_frame_is_the_crash_site_not_its_libc_caller() -> Non
                                     Frame("__run_prefork_handlers", library=libc)))
     found = crash_frame(thread)
     assert found is not None and found[0] == 2, found
+
+
+def test_the_c_caller_of_a_wait_prefers_a_named_library_frame_then_an_unnamed_one() -> None:
+    """Who made a blocking call: the library's named function when it has one further out (zmq_ctx_term above
+    an unnamed libzmq frame), else its unnamed frame ("?? in lib"), never the interpreter that called it."""
+    from lifeguard.diagnose.evidence import c_caller
+    from lifeguard.model.stacks import Frame, ThreadStack
+
+    libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    wait = Frame("pthread_cond_wait", library=libc)
+    named = ThreadStack(1, frames=(wait, Frame(None, library="/venv/libzmq.so.5", address="0x1"),
+                                   Frame("zmq_ctx_term", library="/venv/libzmq.so.5"),
+                                   Frame("do_call_core", library="/usr/lib/libpython3.11.so.1.0")))
+    found = c_caller(named, 0)
+    assert found is not None and found.function == "zmq_ctx_term"
+    stripped = ThreadStack(2, frames=(wait, Frame(None, library="/venv/_cyobservability.so", address="0x2"),
+                                      Frame(None, library="/venv/_cyobservability.so", address="0x3"),
+                                      Frame("do_call_core", library="/usr/lib/libpython3.11.so.1.0")))
+    found = c_caller(stripped, 0)
+    assert found is not None and found.function is None and found.address == "0x2"
