@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +168,12 @@ def test_a_destructor_joining_its_poller_at_finalization_hangs_in_exit(tmp_path:
     assert finding["hint"].startswith("The thread being joined is not ending"), finding["hint"]
 
 
+
+# A Cython-like extension module: its functions are static, so a stripped build names none of them, and Python
+# calls them through the interpreter's method machinery.
 EXPORTER = r"""
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
 #include <pthread.h>
 #include <time.h>
 static pthread_mutex_t guard = PTHREAD_MUTEX_INITIALIZER;
@@ -181,21 +187,32 @@ static void __attribute__((noinline)) export_until_stopped(void) {  /* nothing e
         pthread_cond_timedwait(&wake, &guard, &at);
     }
 }
-void run_exporter(void) { export_until_stopped(); }
+static PyObject *run_exporter(PyObject *self, PyObject *unused) {
+    Py_BEGIN_ALLOW_THREADS
+    export_until_stopped();
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+static PyMethodDef methods[] = {{"run_exporter", run_exporter, METH_NOARGS, ""}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_exporter", NULL, -1, methods};
+PyMODINIT_FUNC PyInit__exporter(void) { return PyModule_Create(&module); }
 """
 
 
 @needs_tools
-def test_a_non_daemon_thread_in_a_stripped_library_is_named_by_its_library(tmp_path: Path) -> None:
-    """The thread the exit waits for sits in a library without symbols: the finding names that library
-    ("called from ?? in libexporter.so"), not only libc's wait and threading.py."""
+def test_a_non_daemon_thread_in_a_stripped_extension_is_named_by_its_library(tmp_path: Path) -> None:
+    """The thread the exit waits for sits in an extension without symbols (as grpc's Cython export thread
+    did): the finding names that module ("called from ?? in _exporter...so"), not only libc's wait and
+    threading.py."""
     source = tmp_path / "exporter.c"
     source.write_text(EXPORTER)
-    built = tmp_path / "libexporter.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-s", "-o", str(built), str(source), "-lpthread"],
-                   check=True, timeout=COMPILE_TIMEOUT, capture_output=True)
-    code = "import threading\nthreading.Thread(target=lib.run_exporter, name='exporter').start()\n"
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    built = tmp_path / f"_exporter{suffix}"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-s", f"-I{sysconfig.get_paths()['include']}", "-o",
+                    str(built), str(source), "-lpthread"], check=True, timeout=COMPILE_TIMEOUT, capture_output=True)
+    code = (f"import sys, threading\nsys.path.insert(0, {str(tmp_path)!r})\nimport _exporter\n"
+            f"threading.Thread(target=_exporter.run_exporter, name='exporter').start()\n")
     run = run_program(tmp_path, built, code, "hung@exit")
     finding = run["findings"][0]
     assert finding["kind"] == "exit-waits-for-thread", run["findings"]
-    assert "called from ?? in libexporter.so" in finding["summary"], finding["summary"]
+    assert f"called from ?? in _exporter{suffix}" in finding["summary"], finding["summary"]
