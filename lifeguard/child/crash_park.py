@@ -57,13 +57,21 @@ def _sigaction() -> tuple[Callable[..., int], int] | None:
 
 
 _installed = [False]
+_prepared: list[tuple[Callable[..., int], int] | None] = []
+
+
+def prepare() -> None:
+    """Find sigaction now, for the processes this one forks (pytest's, for its forked tests): they install
+    without loading anything."""
+    if not _prepared:
+        _prepared.append(_sigaction())
 
 
 def install() -> bool:
     """Park every fatal signal in this process (and the processes it forks); False where it cannot."""
     if sys.platform != "linux" or sys.maxsize < 2**32:
         return False
-    found = _sigaction()
+    found = _prepared[0] if _prepared else _sigaction()
     if found is None:
         return False
     sigaction, sleep_address = found

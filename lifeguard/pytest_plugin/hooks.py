@@ -112,8 +112,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.guard_all:
         import resource  # noqa: F401  (a forked test's cores step needs it: imported once, here)
 
+        from lifeguard.child import crash_park
         from lifeguard.child.forked_test import snapshot_harness
         from lifeguard.pytest_plugin.guard import note_harness_threads  # the engine, before the snapshot
+
+        crash_park.prepare()  # every forked test parks its crashes: sigaction is found once, here
 
         # Before collection: what is loaded and running now is the harness's (pytest, its plugins, lifeguard's
         # engine); what the test modules import and start later is theirs, finalized in each forked test.
