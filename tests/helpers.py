@@ -19,6 +19,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI_TIMEOUT = 120.0
+COMPILE_TIMEOUT = 120.0
 # How a deadline is derived from the measured start-up: a run's own start-up (interpreter, bootstrap,
 # pytest's assertion rewriter for a pytest body) is about one bare `import pytest` child; this many of
 # them leave room for the machine to get several times slower than it was when measured.
@@ -214,3 +215,17 @@ def crash_with_core(folder: Path, program: str, python: str, timeout: float) -> 
     if not cores:
         pytest.skip("the kernel wrote no core file here (container core dump policy)")
     return process.pid, cores[0]
+
+
+def build_shared_library(folder: Path, name: str, source: str, *flags: str, compiler: str = "gcc") -> Path:
+    """Compile ``source`` (written to ``folder/<name without lib>.c`` or ``.cpp``) into ``folder/name``, a shared
+    library or extension module, bounded in time. ``flags`` replace the default ``-g -O1``; ``-lpthread`` is
+    always linked."""
+    stem = name.split(".")[0]
+    stem = stem.removeprefix("lib")  # libpool.so is built from pool.c: what its frames name
+    source_file = folder / (stem + (".cpp" if compiler == "g++" else ".c"))
+    source_file.write_text(source)
+    built = folder / name
+    subprocess.run([compiler, "-shared", "-fPIC", *(flags or ("-g", "-O1")), "-o", str(built), str(source_file),
+                    "-lpthread"], check=True, timeout=COMPILE_TIMEOUT, capture_output=True)
+    return built

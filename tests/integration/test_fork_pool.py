@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lifeguard.capture import gdb_available
-from tests.helpers import load_report, run_cli
+from tests.helpers import build_shared_library, load_report, run_cli
 
-COMPILE_TIMEOUT = 120
 POOL = r"""
 #include <condition_variable>
 #include <mutex>
@@ -75,12 +73,7 @@ needs_tools = pytest.mark.skipif(shutil.which("g++") is None or gdb_available() 
 
 
 def build(tmp_path: Path) -> Path:
-    source = tmp_path / "mypool.cpp"
-    source.write_text(POOL)
-    library = tmp_path / "libmypool.so"
-    subprocess.run(["g++", "-shared", "-fPIC", "-g", "-O1", "-o", str(library), str(source), "-lpthread"],
-                   check=True, timeout=COMPILE_TIMEOUT, capture_output=True)
-    return library
+    return build_shared_library(tmp_path, "libmypool.so", POOL, compiler="g++")
 
 
 def run_of(tmp_path: Path, code: str, *options: str, blind: bool = False) -> tuple[dict[str, Any], str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,12 +16,11 @@ from typing import Any
 import pytest
 
 from lifeguard.capture import gdb_available
-from tests.helpers import load_report, pid_alive, run_cli, run_pids
+from tests.helpers import build_shared_library, load_report, pid_alive, run_cli, run_pids
 from tests.integration.pytester_support import INNER_SESSION_TIMEOUT
 
 pytest_plugins = ["pytester", "tests.integration.pytester_support"]
 
-COMPILE_TIMEOUT = 120
 EXIT_LIFETIME = 86
 NATIVE = r"""
 #include <pthread.h>
@@ -47,13 +45,7 @@ needs_tools = pytest.mark.skipif(shutil.which("gcc") is None or gdb_available() 
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("crashing")
-    source = folder / "crashing.c"
-    source.write_text(NATIVE)
-    built = folder / "libcrashing.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-g", "-O0", "-o", str(built), str(source), "-lpthread"],
-                   check=True, timeout=COMPILE_TIMEOUT, capture_output=True)
-    return built
+    return build_shared_library(tmp_path_factory.mktemp("crashing"), "libcrashing.so", NATIVE, "-g", "-O0")
 
 
 def cores_in(folder: Path) -> list[Path]:
@@ -225,11 +217,7 @@ void run_fork_hook(void) { fork_hook(); }
 def test_a_local_function_ending_in_abort_is_named_and_blamed(tmp_path: Path) -> None:
     """Without debug info, refuse_fork is only in the full symbol table, and its caller's pc is one past its
     end: looked up as is, it named nothing (or the next function) and the crash was blamed on ffi_call."""
-    source = tmp_path / "refuse.c"
-    source.write_text(REFUSE)
-    built = tmp_path / "librefuse.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(built), str(source)],
-                   check=True, timeout=COMPILE_TIMEOUT, capture_output=True)
+    built = build_shared_library(tmp_path, "librefuse.so", REFUSE, "-O2")
     run, _ = crash_run(tmp_path, "-c", f"import ctypes\nctypes.CDLL({str(built)!r}).run_fork_hook()",
                        expect="crashed@run")
     summary = run["findings"][0]["summary"]

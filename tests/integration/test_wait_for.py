@@ -8,7 +8,6 @@ same programs taking their locks in one order pass."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sysconfig
 from pathlib import Path
 from typing import Any
@@ -16,9 +15,8 @@ from typing import Any
 import pytest
 
 from lifeguard.capture import gdb_available
-from tests.helpers import load_report, pid_alive, run_cli, run_pids
+from tests.helpers import build_shared_library, load_report, pid_alive, run_cli, run_pids
 
-COMPILE_TIMEOUT = 120
 HANG_TIMEOUT = "3"
 LOCKS = r"""
 #include <pthread.h>
@@ -81,13 +79,7 @@ needs_tools = pytest.mark.skipif(shutil.which("gcc") is None or gdb_available() 
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("locks")
-    source = folder / "locks.c"
-    source.write_text(LOCKS)
-    built = folder / "liblocks.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-g", "-O1", "-o", str(built), str(source), "-lpthread"],
-                   check=True, timeout=COMPILE_TIMEOUT, capture_output=True)
-    return built
+    return build_shared_library(tmp_path_factory.mktemp("locks"), "liblocks.so", LOCKS)
 
 
 def run_program(tmp_path: Path, library: Path, code: str, expect: str) -> dict[str, Any]:
@@ -204,12 +196,9 @@ def test_a_non_daemon_thread_in_a_stripped_extension_is_named_by_its_library(tmp
     """The thread the exit waits for sits in an extension without symbols (as grpc's Cython export thread
     did): the finding names that module ("called from ?? in _exporter...so"), not only libc's wait and
     threading.py."""
-    source = tmp_path / "exporter.c"
-    source.write_text(EXPORTER)
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    built = tmp_path / f"_exporter{suffix}"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-s", f"-I{sysconfig.get_paths()['include']}", "-o",
-                    str(built), str(source), "-lpthread"], check=True, timeout=COMPILE_TIMEOUT, capture_output=True)
+    built = build_shared_library(tmp_path, f"_exporter{suffix}", EXPORTER, "-O2", "-s",
+                                 f"-I{sysconfig.get_paths()['include']}")
     code = (f"import sys, threading\nsys.path.insert(0, {str(tmp_path)!r})\nimport _exporter\n"
             f"threading.Thread(target=_exporter.run_exporter, name='exporter').start()\n")
     run = run_program(tmp_path, built, code, "hung@exit")
