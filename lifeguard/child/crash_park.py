@@ -18,10 +18,15 @@ from __future__ import annotations
 
 import faulthandler
 import sys
-from collections.abc import Callable
-from typing import Any
 
 from lifeguard.child import protocol
+
+# typing and collections cost every run's start-up, and the objects they leave are finalized at every exit
+# (benchmarks/fidelity.py: the exit race crashed in 2-4 of 100 runs under lifeguard with them, 10-15 without).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 SA_NODEFER = 0x40000000
 SA_RESETHAND = 0x80000000

@@ -74,3 +74,24 @@ def test_the_page_libraries_load_only_when_a_page_is_written() -> None:
                  "    assert main(['run', '-q', '--mode', 'fresh', '--report', report, '-c', 'pass']) == 0\n")
     # The charts' renderer runs in a child of its own: never in the supervisor.
     assert {name.split(".")[0] for name in loaded_by(with_page, PAGE_LIBRARIES)} == {"jinja2", "markupsafe"}
+
+
+
+# What a run's child adds to the program's interpreter must stay small: every module more costs start-up and
+# leaves objects that every exit finalizes, and an exit race then crashes far less often under lifeguard than
+# without it (benchmarks/fidelity.py: typing and collections, imported by one child module, took the rate from
+# about half the plain one to a tenth). Checked without site (-S): the plain interpreter imports none of these.
+CHILD_MODULES = ("lifeguard.child.bootstrap", "lifeguard.child.plain", "lifeguard.child.crash_park",
+                 "lifeguard.child.cores", "lifeguard.child.fork_ends")
+SLOW_FOR_THE_CHILD = ("typing", "collections", "enum", "re", "functools", "contextlib", "warnings", "dataclasses",
+                      "pathlib", "subprocess")
+
+
+def test_the_childs_own_modules_import_none_of_the_slow_standard_library() -> None:
+    code = (f"import json, sys\nsys.path.insert(0, {str(ROOT)!r})\nbefore = set(sys.modules)\n"
+            f"import {', '.join(CHILD_MODULES)}\n"
+            f"print(json.dumps(sorted(set(sys.modules) - before)))")
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                          timeout=IMPORT_TIMEOUT, check=True)
+    added = json.loads(proc.stdout.splitlines()[-1])
+    assert [name for name in added if name.split(".")[0] in SLOW_FOR_THE_CHILD] == [], added
