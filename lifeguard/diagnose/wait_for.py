@@ -22,12 +22,12 @@ from lifeguard.diagnose.evidence import (
 )
 from lifeguard.model.stacks import GIL_HELD, ProcessStacks, ThreadStack
 
-MUTEX_FUNCTIONS = ("pthread_mutex_lock", "___pthread_mutex_lock", "__pthread_mutex_lock", "__lll_lock_wait",
-                   "__GI___lll_lock_wait", "pthread_mutex_timedlock", "pthread_mutex_clocklock")
-CONDITION_FUNCTIONS = ("pthread_cond_wait", "___pthread_cond_wait", "__pthread_cond_wait",
-                       "pthread_cond_timedwait", "__pthread_cond_timedwait", "___pthread_cond_timedwait",
-                       "pthread_cond_clockwait", "__pthread_cond_wait_common", "std::condition_variable::wait")
-SEMAPHORE_FUNCTIONS = ("sem_wait", "__new_sem_wait_slow64", "sem_clockwait", "sem_timedwait", "do_futex_wait")
+# Matched as evidence.matches does: libc's leading underscores do not count.
+MUTEX_FUNCTIONS = ("pthread_mutex_lock", "lll_lock_wait", "GI___lll_lock_wait", "pthread_mutex_timedlock",
+                   "pthread_mutex_clocklock")
+CONDITION_FUNCTIONS = ("pthread_cond_wait", "pthread_cond_timedwait", "pthread_cond_clockwait",
+                       "pthread_cond_wait_common", "std::condition_variable::wait")
+SEMAPHORE_FUNCTIONS = ("sem_wait", "new_sem_wait_slow64", "sem_clockwait", "sem_timedwait", "do_futex_wait")
 CHILD_SYSCALLS = ("wait4", "waitid")
 IO_SYSCALLS = ("read", "write", "poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "epoll_pwait2",
                "accept", "accept4", "recvfrom", "recvmsg", "connect", "sendto", "sendmsg", "io_uring_enter")

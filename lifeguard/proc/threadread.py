@@ -50,37 +50,25 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _syscall_name(text: str | None) -> str | None:
-    """``/proc/.../syscall`` is "NR args..." in a call, "-1 ..." between calls, "running" on a CPU."""
+def _parse_syscall(text: str | None) -> tuple[str, tuple[int, ...]] | None:
+    """``/proc/.../syscall`` is "NR args..." in a call, "-1 ..." between calls, "running" on a CPU: the call's
+    name and its arguments, or None."""
     if not text:
         return None
-    head = text.split(None, 1)[0]
-    if not head.lstrip("-").isdigit() or head.startswith("-"):
-        return None
-    number = int(head)
-    return _SYSCALLS.get(number, f"syscall {number}")
-
-
-def _futex_address(text: str | None, syscall: str | None) -> int | None:
-    if syscall != "futex" or not text:
-        return None
     fields = text.split()
-    try:
-        return int(fields[1], 16) if len(fields) > 1 else None
-    except ValueError:
+    if not fields[0].isdigit():
         return None
+    number = int(fields[0])
+    try:
+        args = tuple(int(field, 16) for field in fields[1:7])
+    except ValueError:
+        args = ()
+    return _SYSCALLS.get(number, f"syscall {number}"), args
 
 
 def read_syscall(pid: int, tid: int) -> tuple[str, tuple[int, ...]] | None:
     """The system call a thread sleeps in and its arguments, or None (running, gone, unreadable)."""
-    text = _read(f"/proc/{pid}/task/{tid}/syscall")
-    name = _syscall_name(text)
-    if name is None or text is None:
-        return None
-    try:
-        return name, tuple(int(field, 16) for field in text.split()[1:7])
-    except ValueError:
-        return None
+    return _parse_syscall(_read(f"/proc/{pid}/task/{tid}/syscall"))
 
 
 def read_words(pid: int, address: int, count: int) -> tuple[int, ...] | None:
@@ -114,10 +102,10 @@ def read_thread(pid: int, tid: int) -> ThreadReading | None:
     elif len(fields) > 12:
         cpu = (int(fields[11]) + int(fields[12])) * _TICK  # utime + stime (fields 14, 15 of stat)
     wchan = (_read(f"{base}/wchan") or "").strip()
-    text = _read(f"{base}/syscall")
-    syscall = _syscall_name(text)
+    call = _parse_syscall(_read(f"{base}/syscall"))
+    syscall, args = call if call is not None else (None, ())
     return ThreadReading(state, syscall, wchan if wchan not in ("", "0") else None, cpu,
-                         _futex_address(text, syscall))
+                         args[0] if syscall == "futex" and args else None)
 
 
 def read_tree(pids: Iterable[int]) -> dict[tuple[int, int], ThreadReading]:
