@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from lifeguard.child import bootstrap, joined, plain, protocol
+from lifeguard.child import bootstrap, joined, protocol
 
 
 def main(hook_dir: str) -> None:
@@ -32,7 +32,7 @@ def main(hook_dir: str) -> None:
         # closes what it does not pass): the events file is opened again by path.
         os.environ.pop(protocol.EVENTS_FD_ENV, None)
         bootstrap.attach(spec)
-        plain.hide_harness()
+        bootstrap.hide_harness()
     _next_sitecustomize()
 
 

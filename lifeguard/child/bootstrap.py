@@ -22,7 +22,7 @@ import faulthandler
 import os
 import sys
 
-from lifeguard.child import cores, crash_park, emit, fork_ends, joined, os_exit, protocol
+from lifeguard.child import cores, crash_park, emit, finalization, fork_ends, joined, os_exit, protocol
 
 TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows this name
 if TYPE_CHECKING:
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 _dump_fds: list[int] = []  # the dump files, open for the life of the process
+_undo: list[Callable[[], None]] = []  # takes out what install_evidence put in, last first (retire)
+_harness: list[object] = []  # lifeguard's modules, out of sys.modules (hide_harness) until retire clears them
 
 
 def _dump_path(run_dir: str, pid: int) -> str:
@@ -80,8 +82,11 @@ def _thread_inventory() -> list[dict[str, Any]]:
 
 def _install_fork_hook(run_dir: str, signum: int) -> None:
     at_fork: dict[str, Any] = {}
+    live = [True]  # emptied by retire: a hook cannot be unregistered, so it does nothing from then on
 
     def before() -> None:
+        if not live:
+            return
         # Which threads the parent had at fork: a hung child waits for them, and they do
         # not exist in it (an OpenMP team, a Rust pool, a thread holding a lock).
         at_fork["parent"] = os.getpid()
@@ -89,6 +94,8 @@ def _install_fork_hook(run_dir: str, signum: int) -> None:
         at_fork["threads"] = _thread_inventory()
 
     def after_in_child() -> None:
+        if not live:
+            return
         # The dump registration is inherited with the parent's file: give the
         # child a file of its own so each process's stacks stay apart.
         _register_dump(run_dir, signum)
@@ -98,10 +105,13 @@ def _install_fork_hook(run_dir: str, signum: int) -> None:
         at_fork.clear()
 
     def after_in_parent() -> None:
+        if not live:
+            return
         at_fork.clear()
         fork_ends.hold_newest()  # before the program can reap the child: its end stays readable
 
     os.register_at_fork(before=before, after_in_child=after_in_child, after_in_parent=after_in_parent)
+    _undo.append(live.clear)
 
 
 # At most this many extension modules are listed when the atexit callbacks are done.
@@ -116,6 +126,37 @@ def _at_exit() -> None:
     for pid, code in fork_ends.abnormal_ends():
         emit(protocol.FORK_CHILD_EXIT, child=pid, status=code, by="kernel")
     emit(protocol.ATEXIT_DONE, extensions=sorted(extensions)[:MAX_EXTENSIONS])
+    if _harness:
+        _retire()
+
+
+def hide_harness() -> None:
+    """Take lifeguard's own modules out of ``sys.modules`` (a plain target's process, an attached one): the
+    program gets its own ``import lifeguard``, and a lifeguard it runs (a test suite of a project that uses
+    lifeguard) is not told it is a scenario's child (where ``@lifeguard.scenario`` does nothing). The
+    modules stay alive for the hooks until the atexit callbacks are done (retire)."""
+    os.environ.pop(protocol.CHILD_ENV, None)
+    for name in [n for n in sys.modules if n == "lifeguard" or n.startswith("lifeguard.")]:
+        _harness.append(sys.modules.pop(name))
+
+
+def _retire() -> None:
+    """After the last atexit callback of a process whose lifeguard is hidden: take out every hook and drop
+    every object of lifeguard's, so that Py_FinalizeEx tears down the program's objects only. Finalizing
+    lifeguard's modules too made the exit about a fifth longer, and a native thread racing the exit lost
+    races it wins without lifeguard (benchmarks/fidelity.py). Nothing of lifeguard runs after this."""
+    finalization.forget()
+    while _undo:
+        _undo.pop()()
+    modules = list(_harness)
+    _harness.clear()
+    # Cleared, not just dropped: a module is a reference cycle (its functions hold its globals), which only
+    # a collection would free, and the first one runs in finalization. Our own globals go last.
+    own = globals()
+    for module in modules:
+        if module.__dict__ is not own:
+            module.__dict__.clear()
+    own.clear()
 
 
 MAX_ATEXIT_RECORDS = 200
@@ -137,6 +178,7 @@ def _record_atexit_registrations(atexit: Any) -> None:
     recording_register.__name__ = recording_register.__qualname__ = "register"
     recording_register.__doc__ = register.__doc__
     atexit.register = recording_register
+    _undo.append(lambda: setattr(atexit, "register", register))
 
 
 def _thread_name(tid: int) -> str:
@@ -175,6 +217,12 @@ def _install_gc_watch() -> None:
                  generation=info.get("generation"), collected=info.get("collected"))
 
     gc.callbacks.append(on_gc)
+
+    def unwatch() -> None:
+        if on_gc in gc.callbacks:
+            gc.callbacks.remove(on_gc)
+
+    _undo.append(unwatch)
 
 
 def apply_perturbations(names: list[str], seed: int) -> None:
@@ -232,7 +280,8 @@ def install_evidence(run_dir: str, signum: int, seed: int, perturbations: list[s
     atexit.register(_at_exit)
     _record_atexit_registrations(atexit)
     _install_gc_watch()
-    os_exit.watch()
+    if os_exit.watch():
+        _undo.append(os_exit.unwatch)
     if perturbations:
         apply_perturbations(perturbations, seed)
 
@@ -264,7 +313,7 @@ def run(spec: protocol.ChildSpec) -> None:
 
         body = plain_target.prepare(spec)
         on_uncaught = plain_target.report_uncaught
-        plain_target.hide_harness()  # last: nothing of lifeguard is imported after this
+        hide_harness()  # last: nothing of lifeguard is imported after this
     else:
         module = None
         fixture = spec["fixture"]

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+_undo: list[Callable[[], None]] = []  # takes out what on_start put in (forget)
+
+
 class _Moment:
     """Calls ``begin`` once, as finalization starts, and ``after_join`` once the program's threads are joined."""
 
@@ -50,6 +53,7 @@ class _Moment:
                 self.after_join()
 
         threading._shutdown = finalizing
+        _undo.append(lambda: setattr(threading, "_shutdown", shutdown))
         return True
 
     def at_exit(self) -> None:
@@ -127,3 +131,17 @@ def on_start(begin: Callable[[], None], after_join: Callable[[], None]) -> None:
     sys.meta_path.insert(0, watch)
     register(moment.at_exit)
     atexit.register = register_before_us
+
+    def undo() -> None:
+        watch.leave()
+        if atexit.register is register_before_us:
+            atexit.register = register
+
+    _undo.append(undo)
+
+
+def forget() -> None:
+    """Take out what ``on_start`` put in (threading's ``_shutdown`` as it was, the import watch, atexit's
+    ``register``), once finalization has started: lifeguard retires before the interpreter finalizes."""
+    while _undo:
+        _undo.pop()()

@@ -20,11 +20,11 @@ if TYPE_CHECKING:
 MAX_FRAMES = 8  # the caller's frames kept, innermost first
 
 
-def watch() -> None:
-    """Wrap ``os._exit`` in this process (its forked children inherit the wrapper)."""
+def watch() -> bool:
+    """Wrap ``os._exit`` in this process (its forked children inherit the wrapper); False if it was already."""
     real = os._exit
     if getattr(real, "_lifeguard_watch", False):
-        return
+        return False
 
     def _exit(status: int) -> NoReturn:
         try:
@@ -41,4 +41,11 @@ def watch() -> None:
 
     _exit.__doc__ = real.__doc__
     _exit._lifeguard_watch = True  # type: ignore[attr-defined]
+    _exit.__wrapped__ = real  # type: ignore[attr-defined]
     os._exit = _exit
+    return True
+
+
+def unwatch() -> None:
+    """``os._exit`` as it was before ``watch``."""
+    os._exit = getattr(os._exit, "__wrapped__", os._exit)

@@ -25,9 +25,6 @@ if TYPE_CHECKING:
 _CHILD_DIR = os.path.dirname(os.path.abspath(__file__))
 _PATH_DIR = os.path.dirname(os.path.dirname(_CHILD_DIR))
 
-_hidden: list[object] = []  # lifeguard's modules, out of sys.modules but alive for the hooks that use them
-
-
 def _main_namespace() -> dict[str, Any]:
     """``__main__``'s globals without what the bootstrap's ``-c`` line left there (its own imports)."""
     namespace = sys.modules["__main__"].__dict__
@@ -44,15 +41,6 @@ def _set_path0(entry: str) -> None:
         sys.path[0] = entry
     else:
         sys.path.insert(0, entry)
-
-
-def hide_harness() -> None:
-    """Take lifeguard's own modules out of ``sys.modules``: the program gets its own ``import lifeguard``,
-    and a lifeguard it runs (a test suite of a project that uses lifeguard) is not told it is a scenario's
-    child (where ``@lifeguard.scenario`` does nothing)."""
-    os.environ.pop(protocol.CHILD_ENV, None)
-    for name in [n for n in sys.modules if n == "lifeguard" or n.startswith("lifeguard.")]:
-        _hidden.append(sys.modules.pop(name))
 
 
 def prepare(spec: protocol.ChildSpec) -> Callable[[], object]:

@@ -332,3 +332,59 @@ def test_a_scripts_interpreter_holds_what_a_plain_run_of_it_holds(tmp_path: Path
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # The ast types: Python 3.12 and later make them only for compile(), which a plain script never calls.
     assert json.loads((tmp_path / "supervised.json").read_text()) == json.loads((tmp_path / "plain.json").read_text())
+
+
+# Written by an object freed as the interpreter finalizes (after every atexit callback): what of lifeguard is
+# left, and whether a fork still works then (Python 3.12 and later refuse one at shutdown).
+FINALIZING_STATE = """
+import atexit, gc, json, os, sys, threading
+
+class Witness:
+    def __init__(self, out):
+        # Kept here: a module's globals and the builtins may be gone when the witness is freed.
+        self.out, self.modules = out, (atexit, gc, json, os, sys, threading, open, sorted, type, RuntimeError)
+
+    def __del__(self):
+        atexit, gc, json, os, sys, threading, open, sorted, type, RuntimeError = self.modules
+        objects = gc.get_objects()
+        state = {"modules": sorted(m.__name__ for m in objects
+                                   if type(m) is type(sys) and m.__name__.startswith("lifeguard")),
+                 "gc_callbacks": [f.__module__ for f in gc.callbacks],
+                 "os_exit": getattr(os._exit, "__module__", None),
+                 "atexit_register": getattr(atexit.register, "__module__", None),
+                 "threading_shutdown": threading._shutdown.__module__, "objects": len(objects)}
+        try:
+            pid = os.fork()
+        except RuntimeError:
+            state["fork"] = "refused"
+        else:
+            if pid == 0:
+                os._exit(0)
+            state["fork"] = os.waitpid(pid, 0)[1]
+        with open(self.out, "w") as f:
+            json.dump(state, f)
+
+witness = Witness(sys.argv[1])
+"""
+
+
+EXTRA_OBJECTS_AT_FINALIZATION = 200
+
+
+def test_nothing_of_lifeguard_is_left_when_the_interpreter_finalizes(tmp_path: Path) -> None:
+    """lifeguard takes its hooks out and drops its objects after the last atexit callback: Py_FinalizeEx
+    tears down the program's objects only, as without lifeguard (benchmarks/fidelity.py)."""
+    script = tmp_path / "witness.py"
+    script.write_text(FINALIZING_STATE)
+    plain = subprocess.run([real_python(), str(script), str(tmp_path / "plain.json")], capture_output=True,
+                           text=True, check=True, timeout=60)
+    proc = run_cli("run", "--no-native", "witness.py", str(tmp_path / "supervised.json"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    supervised = json.loads((tmp_path / "supervised.json").read_text())
+    alone = json.loads((tmp_path / "plain.json").read_text())
+    # What finalization has to tear down: the program's objects, and a few of the standard library's that
+    # lifeguard's start loaded (about 60 here; 300 when lifeguard's own were left too).
+    assert supervised.pop("objects") - alone.pop("objects") <= EXTRA_OBJECTS_AT_FINALIZATION
+    assert supervised == alone, proc.stdout
+    assert supervised["modules"] == [] and supervised["fork"] in (0, "refused")
+    assert "Exception ignored" not in proc.stdout + proc.stderr + plain.stderr
