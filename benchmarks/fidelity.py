@@ -17,12 +17,17 @@ log method; a ratio's interval is unbounded when the plain runs never failed).
 
 Target: lifeguard's rate >= 0.8x the plain rate; with the matching perturbation >= 5x.
 
+For scale, each program also runs plain beside a neighbour of ours (no lifeguard): a process that wakes every
+0.2 ms, and one that computes without pause. How much they move the plain rate is how much a rate depends on
+what else the machine runs, which lifeguard's supervisor is part of.
+
     python benchmarks/fidelity.py [--python PATH ...] [--runs 100] [--batch 10] [--race finalize ...] [--figures]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -30,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +48,10 @@ from lifeguard.model.stats import Z_95, wilson_interval  # noqa: E402
 
 RACES_DIR = Path(__file__).resolve().parent / "fidelity_races"
 PLAIN_TIMEOUT = 60.0
+NEIGHBOURS = {  # a neighbour's name -> its program (a plain Python loop)
+    "waking": "import time\nwhile True: time.sleep(0.0002)",
+    "busy": "while True: pass",
+}
 BATCH_TIMEOUT = 900.0
 COMPILE_TIMEOUT = 300.0
 
@@ -84,6 +94,17 @@ def plain_failures(python: str, argv: list[str], runs: int) -> int:
             code = -1
         failed += code != 0
     return failed
+
+
+@contextlib.contextmanager
+def neighbour(kind: str) -> Iterator[None]:
+    """One of NEIGHBOURS running beside the block; ended (and reaped) after it, whatever happens."""
+    proc = subprocess.Popen([sys.executable, "-c", NEIGHBOURS[kind]], stdin=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait(timeout=PLAIN_TIMEOUT)
 
 
 def lifeguard_failures(python: str, argv: list[str], runs: int, perturbation: str | None, report: Path) -> int:
@@ -130,15 +151,26 @@ def ratio_text(failed: int, runs: int, base_failed: int, base_runs: int) -> str:
 
 def measure(python: str, race: Race, build_dir: Path, runs: int, batch: int, work: Path) -> dict[str, int]:
     argv = [str(RACES_DIR / race.script), str(build_dir), *race.args]
-    failed = {"plain": 0, "lifeguard": 0, race.perturbation: 0}
+    failed = {"plain": 0, "lifeguard": 0, race.perturbation: 0, **{f"neighbour:{kind}": 0 for kind in NEIGHBOURS}}
     done = 0
     while done < runs:
         size = min(batch, runs - done)
         failed["plain"] += plain_failures(python, argv, size)
         failed["lifeguard"] += lifeguard_failures(python, argv, size, None, work / "report")
         failed[race.perturbation] += lifeguard_failures(python, argv, size, race.perturbation, work / "report")
+        for kind in NEIGHBOURS:
+            with neighbour(kind):
+                failed[f"neighbour:{kind}"] += plain_failures(python, argv, size)
         done += size
     return failed
+
+
+def label_of(condition: str, short: bool = False) -> str:
+    if condition.startswith("neighbour:"):
+        return f"plain, {condition.partition(':')[2]} neighbour"
+    if condition in ("plain", "lifeguard"):
+        return {"plain": "plain", "lifeguard": "under lifeguard"}[condition]
+    return f"--perturb {condition}" if short else f"under lifeguard --perturb {condition}"
 
 
 def version_of(python: str) -> str:
@@ -169,12 +201,11 @@ def main() -> int:
                 base = failed["plain"]
                 print(f"CPython {version}, {race.name}:")
                 figures.append(f"CPython {version}, {race.name}: plain {base}/{args.runs}, " + ", ".join(
-                    f"{'under lifeguard' if condition == 'lifeguard' else '--perturb ' + condition} "
+                    f"{label_of(condition, short=True)} "
                     f"{count}/{args.runs} ({' '.join(ratio_text(count, args.runs, base, args.runs).split())})"
                     for condition, count in failed.items() if condition != "plain"))
                 for condition, count in failed.items():
-                    label = {"plain": "plain", "lifeguard": "under lifeguard"}.get(
-                        condition, f"under lifeguard --perturb {condition}")
+                    label = label_of(condition)
                     line = f"  {label:38s} {rate_text(count, args.runs)}"
                     if condition != "plain":
                         line += "  " + ratio_text(count, args.runs, base, args.runs)

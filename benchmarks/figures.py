@@ -64,7 +64,9 @@ SECTIONS: dict[str, Section] = {
     "fidelity": Section(
         "Fidelity", "fidelity.py",
         "Real races of three bug classes, each run plain and under `lifeguard run`, interleaved: how often each "
-        "fails, and the ratio (a ratio under 1 means lifeguard hides part of the race).",
+        "fails, and the ratio (a ratio under 1 means lifeguard hides part of the race). For scale, the same "
+        "programs plain beside a neighbour that wakes every 0.2 ms or computes without pause: what the "
+        "machine's other work alone does to a rate.",
         "[What a run is](runs.md) and the statistics in [Stress](stress.md)"),
     "capture": Section(
         "Native capture", "capture.py",
