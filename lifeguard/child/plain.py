@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 _CHILD_DIR = os.path.dirname(os.path.abspath(__file__))
 _PATH_DIR = os.path.dirname(os.path.dirname(_CHILD_DIR))
 
+
 def _main_namespace() -> dict[str, Any]:
     """``__main__``'s globals without what the bootstrap's ``-c`` line left there (its own imports)."""
     namespace = sys.modules["__main__"].__dict__

@@ -49,7 +49,8 @@ RUN: dict[str, Run] = {
     "pytest --lifeguard -n auto --lifeguard-report lifeguard-report": Run(("1 passed", "lifeguard: report of 1 run")),
     "lifeguard probe mypkg._native --hook tests/hooks.py:exercise --probe exit --probe fork-use --probe gc-thread":
         Run(("exit       clean", "fork-use   clean", "gc-thread  clean")),
-    "lifeguard run scenarios/gc_channel.py --variant buggy --until-fail --perturb gc-thread,switch-interval":
+    "lifeguard run scenarios/gc_channel.py::request_thread_collects_by_chance --variant buggy --until-fail "
+    "--perturb gc-thread,switch-interval":
         Run(("corrupted", "all as expected")),
     # A scenario that fails every run: a replayed race (a `sometimes:` one) may pass, as the docs say.
     "lifeguard run --seed 2973112 --variant buggy scenarios/gc_channel.py::gc_thread_frees_dref_mid_call":
