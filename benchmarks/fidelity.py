@@ -168,8 +168,10 @@ def measure(python: str, race: Race, build_dir: Path, runs: int, batch: int, wor
 def label_of(condition: str, short: bool = False) -> str:
     if condition.startswith("neighbour:"):
         return f"plain, {condition.partition(':')[2]} neighbour"
-    if condition in ("plain", "lifeguard"):
-        return {"plain": "plain", "lifeguard": "under lifeguard"}[condition]
+    if condition == "plain":
+        return "plain"
+    if condition == "lifeguard":
+        return "under lifeguard"
     return f"--perturb {condition}" if short else f"under lifeguard --perturb {condition}"
 
 

@@ -178,7 +178,12 @@ def _record_atexit_registrations(atexit: Any) -> None:
     recording_register.__name__ = recording_register.__qualname__ = "register"
     recording_register.__doc__ = register.__doc__
     atexit.register = recording_register
-    _undo.append(lambda: setattr(atexit, "register", register))
+
+    def unrecord() -> None:
+        if atexit.register is recording_register:  # not one the program put in since
+            atexit.register = register
+
+    _undo.append(unrecord)
 
 
 def _thread_name(tid: int) -> str:
@@ -280,8 +285,8 @@ def install_evidence(run_dir: str, signum: int, seed: int, perturbations: list[s
     atexit.register(_at_exit)
     _record_atexit_registrations(atexit)
     _install_gc_watch()
-    if os_exit.watch():
-        _undo.append(os_exit.unwatch)
+    os_exit.watch()
+    _undo.append(os_exit.unwatch)
     if perturbations:
         apply_perturbations(perturbations, seed)
 

@@ -53,7 +53,12 @@ class _Moment:
                 self.after_join()
 
         threading._shutdown = finalizing
-        _undo.append(lambda: setattr(threading, "_shutdown", shutdown))
+
+        def unwrap() -> None:
+            if threading._shutdown is finalizing:
+                threading._shutdown = shutdown
+
+        _undo.append(unwrap)
         return True
 
     def at_exit(self) -> None:

@@ -20,11 +20,11 @@ if TYPE_CHECKING:
 MAX_FRAMES = 8  # the caller's frames kept, innermost first
 
 
-def watch() -> bool:
-    """Wrap ``os._exit`` in this process (its forked children inherit the wrapper); False if it was already."""
+def watch() -> None:
+    """Wrap ``os._exit`` in this process (its forked children inherit the wrapper)."""
     real = os._exit
     if getattr(real, "_lifeguard_watch", False):
-        return False
+        return
 
     def _exit(status: int) -> NoReturn:
         try:
@@ -43,9 +43,9 @@ def watch() -> bool:
     _exit._lifeguard_watch = True  # type: ignore[attr-defined]
     _exit.__wrapped__ = real  # type: ignore[attr-defined]
     os._exit = _exit
-    return True
 
 
 def unwatch() -> None:
-    """``os._exit`` as it was before ``watch``."""
-    os._exit = getattr(os._exit, "__wrapped__", os._exit)
+    """``os._exit`` as it was before ``watch``, unless the program has put its own in since."""
+    if getattr(os._exit, "_lifeguard_watch", False):
+        os._exit = os._exit.__wrapped__  # type: ignore[attr-defined]

@@ -76,7 +76,6 @@ def test_the_page_libraries_load_only_when_a_page_is_written() -> None:
     assert {name.split(".")[0] for name in loaded_by(with_page, PAGE_LIBRARIES)} == {"jinja2", "markupsafe"}
 
 
-
 # What a run's child adds to the program's interpreter must stay small: every module more costs start-up and
 # leaves objects that every exit finalizes, and an exit race then crashes far less often under lifeguard than
 # without it (benchmarks/fidelity.py: typing and collections, imported by one child module, took the rate from

@@ -335,7 +335,8 @@ def test_a_scripts_interpreter_holds_what_a_plain_run_of_it_holds(tmp_path: Path
 
 
 # Written by an object freed as the interpreter finalizes (after every atexit callback): what of lifeguard is
-# left, and whether a fork still works then (Python 3.12 and later refuse one at shutdown).
+# left, and whether a fork still works then (Python 3.12 and later refuse one at shutdown). The program's own
+# os._exit wrapper must still be there.
 FINALIZING_STATE = """
 import atexit, gc, json, os, sys, threading
 
@@ -363,6 +364,11 @@ class Witness:
             state["fork"] = os.waitpid(pid, 0)[1]
         with open(self.out, "w") as f:
             json.dump(state, f)
+
+import types  # the program's own wrapper (globals of its own: __main__'s would outlive the witness)
+_exit = types.FunctionType((lambda status, real=None: real(status)).__code__, {}, "_exit", (os._exit,))
+_exit.__module__, _exit.__wrapped__ = "program", os._exit  # marked as functools.wraps marks one
+os._exit = _exit
 
 witness = Witness(sys.argv[1])
 """
