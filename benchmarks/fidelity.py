@@ -65,10 +65,10 @@ class Race:
 
 
 RACES = (
-    Race("finalize", "finalize.py", (), "switch-interval"),
-    Race("finalize-aligned", "finalize.py", ("1000", "aligned"), "switch-interval"),
+    Race("finalize", "finalize.py", (), "exit-starve"),
+    Race("finalize-aligned", "finalize.py", ("1000", "aligned"), "exit-starve"),
     Race("fork", "fork.py", ("50", "1000"), "jitter"),
-    Race("gc_write", "gc_write.py", ("200",), "gc-thread"),
+    Race("gc_write", "gc_write.py", ("40",), "gc-thread"),
 )
 
 

@@ -128,10 +128,12 @@ std::string channel;                  // the records, one a line; written withou
 std::atomic<size_t> channel_end{0};
 
 void channel_put(const char *record, size_t length) {
-    // A byte at a time, as a stream writer without a lock would interleave them.
+    // A byte at a time, a microsecond each, as a slow stream writer without a lock would interleave them
+    // (a write that ends before another thread can even take the released GIL never races).
     for (size_t i = 0; i < length; ++i) {
         size_t at = channel_end.fetch_add(1);
         if (at < channel.size()) channel[at] = record[i];
+        spin_for_us(1);
     }
 }
 

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 _dump_fds: list[int] = []  # the dump files, open for the life of the process
 _undo: list[Callable[[], None]] = []  # takes out what install_evidence put in, last first (retire)
 _harness: list[object] = []  # lifeguard's modules, out of sys.modules (hide_harness) until retire clears them
+_starve_on: list[int] = []  # the exit-starve perturbation's CPU, once chosen
+_starved: list[bool] = []  # whether exit-starve has paused once
+STARVE_PAUSE = 0.005
 
 
 def _dump_path(run_dir: str, pid: int) -> str:
@@ -126,8 +129,35 @@ def _at_exit() -> None:
     for pid, code in fork_ends.abnormal_ends():
         emit(protocol.FORK_CHILD_EXIT, child=pid, status=code, by="kernel")
     emit(protocol.ATEXIT_DONE, extensions=sorted(extensions)[:MAX_EXTENSIONS])
+    if _starve_on:  # again: threads started since the body's end, and processes without one (attached)
+        _starve_other_threads(_starve_on[0])
     if _harness:
         _retire()
+
+
+def _starve_other_threads(cpu: int) -> None:
+    """exit-starve: every thread of the process on one CPU, all but this one (the exiting thread) at idle
+    priority. A native thread then runs only when the exit waits, not beside finalization on another CPU: it
+    wakes after it, as it does when it happens to share the main thread's CPU (static destructors' exit races)."""
+    me = _thread.get_native_id()
+    try:
+        tids = [int(name) for name in os.listdir("/proc/self/task")]
+    except OSError:
+        return
+    for tid in sorted(tids, key=lambda t: t != me):  # this thread first: it must not move away afterwards
+        try:
+            os.sched_setaffinity(tid, {cpu})
+            if tid != me:
+                os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+        except OSError:  # gone meanwhile
+            pass
+    if not _starved:
+        # Once, a pause: a thread that waits for the GIL gets it and goes back to its own wait (a sleep, a
+        # queue), instead of leaving on the GIL's exit path at finalization, which hides the race.
+        _starved.append(True)
+        import time
+
+        time.sleep(STARVE_PAUSE)
 
 
 def hide_harness() -> None:
@@ -244,6 +274,9 @@ def apply_perturbations(names: list[str], seed: int) -> None:
     if "pin-cpu" in names and hasattr(os, "sched_setaffinity"):
         cpus = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, {cpus[rng.randrange(len(cpus))]})
+    if "exit-starve" in names and hasattr(os, "SCHED_IDLE"):
+        cpus = sorted(os.sched_getaffinity(0))
+        _starve_on.append(cpus[rng.randrange(len(cpus))])
     if "gc-thread" in names:
         import gc
         import threading
@@ -371,4 +404,8 @@ def _run_body(body: Callable[[], object], on_uncaught: Callable[[BaseException],
         if on_uncaught is not None and isinstance(exc, Exception):
             on_uncaught(exc)  # a plain target's traceback as Python prints it, and exit 1
         raise
-    emit(protocol.BODY_END)
+    else:
+        emit(protocol.BODY_END)
+    finally:
+        if _starve_on:  # the exit begins
+            _starve_other_threads(_starve_on[0])

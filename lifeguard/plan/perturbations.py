@@ -18,6 +18,9 @@ PERTURBATIONS: dict[str, str] = {
     "malloc-debug": "PYTHONMALLOC=debug: freed memory is poisoned, so use-after-free shows",
     "dev-mode": "-X dev: debug hooks, warnings and extra checks",
     "jitter": "random short sleeps at fixture hook points (LIFEGUARD_JITTER_US, child.hook_point())",
+    "exit-starve": "from the body's end (or the last atexit callback) on, the process's other threads share the "
+                   "exiting thread's CPU at idle priority: they run only when it waits, so a thread that would "
+                   "enter Python after finalization does",
 }
 JITTER_MICROSECONDS = 200
 # Perturbations that act when the interpreter starts: a forked run cannot have them.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def test_each_perturbation_is_applied_and_recorded(scenario_file, tmp_path: Path
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = load_report(tmp_path / "r")["runs"][0]
     assert set(run["perturbations"]) == {"switch-interval", "gc-aggressive", "gc-thread", "pin-cpu", "malloc-debug",
-                                         "dev-mode", "jitter"}
+                                         "dev-mode", "jitter", "exit-starve"}
     state = _state(run)
     assert state["switch"] < 1e-5
     assert state["threshold"] == 1
@@ -62,6 +63,41 @@ def test_unperturbed_run_is_plain(scenario_file, tmp_path: Path) -> None:
     run = load_report(tmp_path / "r")["runs"][0]
     state = _state(run)
     assert run["perturbations"] == [] and state["threshold"] != 1 and "lifeguard-gc" not in state["threads"]
+
+
+# Seen by an object freed while the interpreter finalizes (after every atexit callback, lifeguard's last): the
+# scheduling of a thread that waits (without the GIL) through the exit, and of the finalizing main thread.
+EXIT_WITNESS = """
+import os, sys, threading
+out = sys.argv[1]
+waiter = threading.Thread(target=threading.Event().wait, daemon=True)
+waiter.start()
+
+class Witness:
+    def __del__(self, open=open, os=os, repr=repr, waiter=waiter.native_id, main=threading.get_native_id()):
+        seen = (os.sched_getscheduler(waiter) == os.SCHED_IDLE, sorted(os.sched_getaffinity(waiter)),
+                os.sched_getscheduler(main) == os.SCHED_IDLE, sorted(os.sched_getaffinity(main)))
+        with open(out, "w") as f:
+            f.write(repr(seen))
+
+witness = Witness()
+"""
+
+
+@pytest.mark.parametrize("perturbation", ["exit-starve", None])
+def test_exit_starve_leaves_the_finalizing_thread_alone_on_a_cpu(tmp_path: Path, perturbation: str | None) -> None:
+    script = tmp_path / "exits.py"
+    script.write_text(EXIT_WITNESS)
+    seen_file = tmp_path / "seen.txt"
+    options = ["--perturb", perturbation] if perturbation else []
+    proc = run_cli("run", *options, "--report", str(tmp_path / "r"), str(script), str(seen_file))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    waiter_idle, waiter_cpus, main_idle, main_cpus = eval(seen_file.read_text())
+    if perturbation:
+        assert waiter_idle and not main_idle
+        assert len(main_cpus) == 1 and waiter_cpus == main_cpus
+    else:
+        assert not waiter_idle and not main_idle and waiter_cpus == main_cpus == sorted(os.sched_getaffinity(0))
 
 
 def test_unknown_perturbation_is_a_usage_error() -> None:
