@@ -32,9 +32,7 @@ if TYPE_CHECKING:
 _dump_fds: list[int] = []  # the dump files, open for the life of the process
 _undo: list[Callable[[], None]] = []  # takes out what install_evidence put in, last first (retire)
 _harness: list[object] = []  # lifeguard's modules, out of sys.modules (hide_harness) until retire clears them
-_starve_on: list[int] = []  # the exit-starve perturbation's CPU, once chosen
-_starved: list[bool] = []  # whether exit-starve has paused once
-STARVE_PAUSE = 0.005
+_exit_begins: list[Callable[[], None]] = []  # what a perturbation does when the exit begins (perturb.exit_starve)
 
 
 def _dump_path(run_dir: str, pid: int) -> str:
@@ -129,35 +127,10 @@ def _at_exit() -> None:
     for pid, code in fork_ends.abnormal_ends():
         emit(protocol.FORK_CHILD_EXIT, child=pid, status=code, by="kernel")
     emit(protocol.ATEXIT_DONE, extensions=sorted(extensions)[:MAX_EXTENSIONS])
-    if _starve_on:  # again: threads started since the body's end, and processes without one (attached)
-        _starve_other_threads(_starve_on[0])
+    for begin in _exit_begins:  # again: threads started since the body's end, and processes without one (attached)
+        begin()
     if _harness:
         _retire()
-
-
-def _starve_other_threads(cpu: int) -> None:
-    """exit-starve: every thread of the process on one CPU, all but this one (the exiting thread) at idle
-    priority. A native thread then runs only when the exit waits, not beside finalization on another CPU: it
-    wakes after it, as it does when it happens to share the main thread's CPU (static destructors' exit races)."""
-    me = _thread.get_native_id()
-    try:
-        tids = [int(name) for name in os.listdir("/proc/self/task")]
-    except OSError:
-        return
-    for tid in sorted(tids, key=lambda t: t != me):  # this thread first: it must not move away afterwards
-        try:
-            os.sched_setaffinity(tid, {cpu})
-            if tid != me:
-                os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
-        except OSError:  # gone meanwhile
-            pass
-    if not _starved:
-        # Once, a pause: a thread that waits for the GIL gets it and goes back to its own wait (a sleep, a
-        # queue), instead of leaving on the GIL's exit path at finalization, which hides the race.
-        _starved.append(True)
-        import time
-
-        time.sleep(STARVE_PAUSE)
 
 
 def hide_harness() -> None:
@@ -260,39 +233,6 @@ def _install_gc_watch() -> None:
     _undo.append(unwatch)
 
 
-def apply_perturbations(names: list[str], seed: int) -> None:
-    """The child-side perturbations (see lifeguard.perturb), seeded for replay."""
-    import random
-
-    rng = random.Random(seed)
-    if "switch-interval" in names:
-        sys.setswitchinterval(1e-6)
-    if "gc-aggressive" in names:
-        import gc
-
-        gc.set_threshold(1, 1, 1)
-    if "pin-cpu" in names and hasattr(os, "sched_setaffinity"):
-        cpus = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpus[rng.randrange(len(cpus))]})
-    if "exit-starve" in names and hasattr(os, "SCHED_IDLE"):
-        cpus = sorted(os.sched_getaffinity(0))
-        _starve_on.append(cpus[rng.randrange(len(cpus))])
-    if "gc-thread" in names:
-        import gc
-        import threading
-        import time
-
-        pause = rng.uniform(0.0, 0.0005)
-
-        def collect_forever() -> None:
-            # A daemon: it dies with the process and never delays the exit.
-            while True:
-                gc.collect()
-                time.sleep(pause)
-
-        threading.Thread(target=collect_forever, name="lifeguard-gc", daemon=True).start()
-
-
 def main() -> None:
     """Entry point of a fresh child: the spec comes in the environment, as a Python
     literal written by the supervisor (cheaper to read than importing json)."""
@@ -321,7 +261,9 @@ def install_evidence(run_dir: str, signum: int, seed: int, perturbations: list[s
     os_exit.watch()
     _undo.append(os_exit.unwatch)
     if perturbations:
-        apply_perturbations(perturbations, seed)
+        from lifeguard.child import perturb
+
+        _exit_begins.extend(perturb.apply(perturbations, seed))
 
 
 def run(spec: protocol.ChildSpec) -> None:
@@ -407,5 +349,5 @@ def _run_body(body: Callable[[], object], on_uncaught: Callable[[BaseException],
     else:
         emit(protocol.BODY_END)
     finally:
-        if _starve_on:  # the exit begins
-            _starve_other_threads(_starve_on[0])
+        for begin in _exit_begins:
+            begin()

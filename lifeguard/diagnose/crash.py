@@ -68,11 +68,19 @@ def crash_of(evidence: Evidence) -> tuple[ProcessStacks, ThreadStack] | None:
 def crash_frame(thread: ThreadStack) -> tuple[int, Frame] | None:
     """The innermost frame that is not crash plumbing: where the crash happened (``os_abort_impl``, not
     ``abort``; the C++ frame a forced unwind hit, not ``__gxx_personality_v0``)."""
+    aborted = next((at for at in range(len(thread.frames) - 1, -1, -1)
+                    if matches(thread.frames[at].function, ("abort", "__GI_abort"))), None)
     for position, frame in enumerate(thread.frames):
+        if aborted is not None and position > aborted and _in_libc(frame):
+            continue  # libc's callers of abort (assert, heap and fortify checks, however symbolized): a report
         # An unnamed frame of a library is still where it crashed ("?? in libfoo.so"), not its caller in libc.
         if not frame.is_python and not is_plumbing(frame) and (frame.function or frame.library):
             return position, frame
     return None
+
+
+def _in_libc(frame: Frame) -> bool:
+    return not frame.is_python and any(part in (frame.library or "") for part in ("libc.so", "libc-"))
 
 
 def foreign_frame(thread: ThreadStack, start: int = 0) -> Frame | None:

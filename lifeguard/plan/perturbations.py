@@ -1,7 +1,7 @@
 """Perturbations: changes to a run's conditions that make rare lifetime bugs show sooner.
 
 Each is recorded in the run's result. Some act from the supervisor's side (interpreter
-flags, environment), the rest inside the child (bootstrap.apply_perturbations), all
+flags, environment), the rest inside the child (lifeguard.child.perturb), all
 seeded from the run's seed so ``--seed`` replays them.
 """
 

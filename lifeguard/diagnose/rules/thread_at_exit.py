@@ -11,7 +11,7 @@ from __future__ import annotations
 from lifeguard.diagnose.activity import python_text
 from lifeguard.diagnose.crash import cleanup_step, crashed_thread, foreign_frame, main_thread, quote_text, where
 from lifeguard.diagnose.evidence import EXIT_HANDLER_FUNCTIONS, Evidence, has_frame, thread_ref
-from lifeguard.diagnose.rules.daemon_thread import THREAD_EXIT_FUNCTIONS
+from lifeguard.diagnose.rules.daemon_thread import ended_by_finalization
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Finding
 from lifeguard.model.stacks import ThreadStack
@@ -42,7 +42,7 @@ def check(evidence: Evidence) -> list[Finding]:
     if hit is None:
         return []
     process, crashed = hit
-    if has_frame(crashed, THREAD_EXIT_FUNCTIONS):
+    if ended_by_finalization(evidence, process, crashed):
         return []  # a daemon thread ended by finalization: daemon-thread-at-finalization explains it
     main = main_thread(process)
     if has_frame(crashed, EXIT_HANDLER_FUNCTIONS) or (main is not None and has_frame(main, EXIT_HANDLER_FUNCTIONS)):

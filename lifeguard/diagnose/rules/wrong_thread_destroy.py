@@ -7,10 +7,11 @@ worker thread, frees it, or a worker drops the last reference.
 
 from __future__ import annotations
 
-from lifeguard.child.protocol import GC_FOREIGN_THREAD
+from lifeguard.child.protocol import GC_FOREIGN_FREED, GC_FOREIGN_THREAD
 from lifeguard.diagnose.activity import python_text
 from lifeguard.diagnose.crash import crash_frame, crash_of, foreign_frame, quote_text, where
 from lifeguard.diagnose.evidence import GC_FUNCTIONS, Evidence, first_frame, thread_ref
+from lifeguard.diagnose.rules.daemon_thread import ended_by_finalization
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Finding, ThreadRef
 from lifeguard.model.stacks import Frame, ThreadStack
@@ -37,10 +38,14 @@ def check(evidence: Evidence) -> list[Finding]:
     if hit is None and evidence.outcome is not Outcome.CRASHED:
         return []
     in_gc = hit is not None and first_frame(hit[1], GC_FUNCTIONS) is not None
-    if any(e.name == GC_FOREIGN_THREAD for e in evidence.events) and (hit is None or in_gc):
-        return []  # a collection on a foreign thread freed it: wrong-thread-gc tells that, quoting the library
     said, quote = quote_text(evidence)
     by_message = quote is not None and quote.message.about == "wrong-thread"
+    freed_elsewhere = any(e.name == GC_FOREIGN_FREED for e in evidence.events)
+    if any(e.name == GC_FOREIGN_THREAD for e in evidence.events) and (hit is None or in_gc
+                                                                      or (by_message and freed_elsewhere)):
+        return []  # a collection on a foreign thread freed it: wrong-thread-gc tells that, quoting the library
+    if hit is not None and ended_by_finalization(evidence, *hit):
+        return []  # its clean-up on the way out freed it: daemon-thread-at-finalization explains it
     dealloc = _dealloc_frame(hit[1]) if hit is not None else None
     # Without the library saying so: a non-main thread crashed deallocating inside a garbage collection.
     by_stack = hit is not None and dealloc is not None and in_gc and hit[1].tid != hit[0].pid

@@ -11,6 +11,7 @@ from __future__ import annotations
 from lifeguard.child.protocol import CORRUPTED, GC_FOREIGN_FREED, GC_FOREIGN_THREAD, MAX_FOREIGN_GC_EVENTS
 from lifeguard.diagnose.crash import crashed_thread, foreign_frame, quote_text, where
 from lifeguard.diagnose.evidence import GC_FUNCTIONS, Evidence, has_frame
+from lifeguard.diagnose.messages import library_quotes
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.result import Finding, ThreadRef
 
@@ -63,6 +64,11 @@ def check(evidence: Evidence) -> list[Finding]:
     frees = [e for e in evidence.events if e.name == GC_FOREIGN_FREED]
     if corruption is None and not in_gc and not frees:
         return []  # collections that freed nothing ran no destructor there: nothing of theirs can be the cause
+    if corruption is None and not in_gc and not any(q.message.about == "wrong-thread"
+                                                    for q in library_quotes(evidence.stderr_messages)):
+        # A free long before the crash is a cause only if something ties the two: a library that said an object
+        # was used or destroyed on the wrong thread. Threads that allocate collect all the time.
+        return []
     if corruption is not None or in_gc:
         summary = (f"{what} while the garbage collector ran on a non-main thread: {len(foreign)} collection(s) on "
                    f"{', '.join(names)}")
