@@ -128,10 +128,10 @@ class PoolWait:
 
 
 def _in_std(name: str | None) -> bool:
-    """A C++ standard library function, also as a template instantiated in another library
-    (``void std::condition_variable::wait<...>(...)``)."""
-    head = (name or "").split("(")[0].split("<")[0].strip()
-    return head.rsplit(" ", 1)[-1].startswith("std::")
+    """A C++ or Rust standard library function, also as a template or generic instantiated in another library
+    (``void std::condition_variable::wait<...>(...)``, ``<std::sys::sync::condvar::futex::Condvar>::wait``)."""
+    head = (name or "").lstrip("<").split("(")[0].split("<")[0].strip()
+    return head.rsplit(" ", 1)[-1].startswith(("std::", "core::"))
 
 
 def _system(frame: Frame) -> bool:

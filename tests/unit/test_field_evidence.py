@@ -52,8 +52,12 @@ def test_the_case_gets_its_finding_naming_the_culprit(name: str, blind: bool, mo
         assert not any(f.kind in ("hang", "crash") for f in findings)
 
 
+@pytest.mark.parametrize("blind", [False, True], ids=["informed", "blind"])
 @pytest.mark.parametrize("name", CASES)
-def test_the_culprit_is_on_the_terminal_before_any_stack(name: str) -> None:
+def test_the_culprit_is_on_the_terminal_before_any_stack(name: str, blind: bool,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    if blind:
+        monkeypatch.setenv("LIFEGUARD_BLIND", "all")
     run, case = load(name)
     text = evidence_text(replace(run, findings=tuple(diagnose(run))))
     culprit = re.compile(case["culprit"])
