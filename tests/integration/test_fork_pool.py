@@ -17,7 +17,10 @@ from tests.helpers import build_shared_library, load_report, run_cli
 
 POOL = r"""
 #include <condition_variable>
+#include <csignal>
+#include <cstdio>
 #include <mutex>
+#include <unistd.h>
 #include <thread>
 #include <vector>
 
@@ -48,11 +51,20 @@ struct Pool {
 Pool *pool;
 }  // namespace mypool
 
+static pid_t started_in;
 extern "C" void pool_start(int threads) {
+    started_in = getpid();
     mypool::pool = new mypool::Pool;
     for (int i = 0; i < threads; ++i) mypool::pool->workers.emplace_back([] { mypool::pool->serve(); });
 }
 extern "C" void pool_run() { mypool::pool->run_all(); }
+extern "C" void pool_run_checked() {  // as some runtimes do: refuse to run in a forked child, and end it
+    if (getpid() != started_in) {
+        std::fprintf(stderr, "mypool: fork() called after the pool started, this is unsafe; terminating\n");
+        std::raise(SIGTERM);
+    }
+    mypool::pool->run_all();
+}
 """
 PROGRAM = """
 import ctypes, os, sys
@@ -97,6 +109,23 @@ def test_a_forked_child_waiting_for_a_pool_of_its_own(tmp_path: Path, blind: boo
     assert "2 of them libmypool.so worker(s)" in summary and "none of them exists in the child" in summary
     assert "'spawn'" in finding["hint"]
     assert "[fork-runtime]" in terminal and "mypool::Pool::run_all" in terminal
+
+
+@needs_tools
+@pytest.mark.parametrize("blind", [False, True], ids=["informed", "blind"])
+def test_a_forked_child_its_pool_library_ends(tmp_path: Path, blind: bool) -> None:
+    """The child is killed by its own library's SIGTERM, and the parent exits with its status: no stack of the
+    child, but its end (from the kernel), the library's words and the parent's threads at fork."""
+    library = build(tmp_path)
+    code = PROGRAM.format(library=str(library), before="pool.pool_start(2)", in_child="pool.pool_run_checked()")
+    run, terminal = run_of(tmp_path, code, "--expect", "failed@fork-child", "--timeout", "20", blind=blind)
+    assert (run["outcome"], run["phase"]) == ("failed", "fork-child"), run["reason"]
+    finding = run["findings"][0]
+    assert finding["kind"] == "fork-runtime", run["findings"]
+    assert "was killed by SIGTERM after a library said: \"mypool: fork() called after the pool started" \
+        in finding["summary"], finding["summary"]
+    assert "had 2 native thread(s) at fork" in finding["summary"], finding["summary"]
+    assert "[fork-runtime]" in terminal
 
 
 @needs_tools

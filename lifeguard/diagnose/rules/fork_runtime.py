@@ -5,15 +5,20 @@ parent used the pool, forked, and the child's first parallel call parks in a bar
 waiting for workers that fork() did not copy. The child sleeps forever; nothing in it is locked by
 Python, so the lock and GIL rules see nothing. It fires on that shape (a forked child's thread waiting to
 be signalled by a library's code, not a lock, while its parent had other threads at fork); the runtimes
-table only names the runtime and its own setting.
+table only names the runtime and its own setting. A runtime that detects the fork itself ends the child
+instead (numba's GNU OpenMP layer: a message, then SIGTERM): its end, its words and the parent's threads at fork
+tell that shape without any stack of the child.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lifeguard.child.protocol import FORK_CHILD_EXIT
 from lifeguard.diagnose.activity import (
+    ForkRecord,
     fork_records,
     how_blocked,
     is_blocked,
@@ -22,9 +27,10 @@ from lifeguard.diagnose.activity import (
     python_text,
 )
 from lifeguard.diagnose.evidence import Evidence, describe, thread_ref
+from lifeguard.diagnose.messages import library_quotes
 from lifeguard.diagnose.runtimes import pool_wait_of, runtime_of
 from lifeguard.model.outcomes import Phase
-from lifeguard.model.result import Finding
+from lifeguard.model.result import Finding, ThreadRef, signal_name
 from lifeguard.model.stacks import Frame, ThreadStack
 
 KIND = "fork-runtime"
@@ -67,7 +73,7 @@ def _wait_of(thread: ThreadStack) -> _Wait | None:
 
 def check(evidence: Evidence) -> list[Finding]:
     records = fork_records(evidence)
-    findings = []
+    findings = _ended_after_saying(evidence, records)
     for process in evidence.hung_processes:
         record = records.get(process.pid)
         if record is None and not (evidence.phase is Phase.FORK_CHILD and process.ppid in
@@ -112,3 +118,41 @@ def check(evidence: Evidence) -> list[Finding]:
                 evidence=tuple(evidence_lines)))
             break  # one finding a child: its other threads wait for the same pool
     return findings
+
+
+ENDED_HINT = ("A library that runs native worker threads detected that it runs in a forked child, where its workers "
+              "do not exist, and ended the child. Use the 'spawn' or 'forkserver' start method, or fork before the "
+              "library starts its threads (or shut them down first).")
+_FORK_WORD = re.compile(r"(?i)\bfork(s|ed|ing)?\b|fork\(\)")
+
+
+def _ended_after_saying(evidence: Evidence, records: dict[int, ForkRecord]) -> list[Finding]:
+    """A forked child that a library ended (a signal, an exit code) after saying something about fork, while
+    the parent had native threads at fork that the child does not have: the library's own fork detection."""
+    if evidence.phase is not Phase.FORK_CHILD:
+        return []
+    said = next((q for q in library_quotes(evidence.stderr_messages) if _FORK_WORD.search(q.line.text)), None)
+    if said is None:
+        return []
+    for end in (e for e in evidence.events if e.name == FORK_CHILD_EXIT):
+        child, status = end.get("child"), end.get("status")
+        record = records.get(child) if isinstance(child, int) else None
+        if record is None or not isinstance(status, int) or status == 0:
+            continue
+        native = [t for t in record.other_threads if not t.get("python")]
+        if not native:
+            continue
+        how = f"was killed by {signal_name(-status) or -status}" if status < 0 else f"exited with code {status}"
+        summary = (f"forked child {child} {how} after a library said: \"{said.line.text.strip()}\"; the parent "
+                   f"{record.parent} had {len(native)} native thread(s) at fork "
+                   f"({', '.join(str(t.get('tid')) for t in native[:6])}), which the child does not have: the "
+                   "library's worker threads stayed in the parent, and it ended the child rather than run without "
+                   "them")
+        return [Finding(kind=KIND, summary=summary, hint=ENDED_HINT,
+                        threads=tuple(ThreadRef(int(record.parent or 0), int(t.get("tid") or 0), t.get("comm"),
+                                                "native thread at fork") for t in native[:6]),
+                        details={"pid": child, "parent": record.parent, "status": status},
+                        evidence=(f"stderr line {said.line.number}: {said.line.text.strip()}",
+                                  f"forked child {child}: {how} (its exit status, from the kernel)",
+                                  f"parent {record.parent} at fork: {len(record.parent_threads)} thread(s)"))]
+    return []
