@@ -126,7 +126,11 @@ def _at_exit() -> None:
                   if type(path := getattr(module, "__file__", None)) is str and path.endswith(".so")}
     for pid, code in fork_ends.abnormal_ends():
         emit(protocol.FORK_CHILD_EXIT, child=pid, status=code, by="kernel")
-    emit(protocol.ATEXIT_DONE, extensions=sorted(extensions)[:MAX_EXTENSIONS])
+    try:  # threads besides this one, alive into finalization: an exit race's material (a clean series says so)
+        threads = len(os.listdir("/proc/self/task")) - 1
+    except OSError:
+        threads = None
+    emit(protocol.ATEXIT_DONE, extensions=sorted(extensions)[:MAX_EXTENSIONS], threads=threads)
     for begin in _exit_begins:  # again: threads started since the body's end, and processes without one (attached)
         begin()
     if _harness:

@@ -128,7 +128,8 @@ BODY_ERROR = "body-error"  # the body raised (the error's type and message)
 # An atexit callback was registered ("callback": its module and qualified name), in order: atexit runs them last
 # registered first, so a crash in one tells which ran before it.
 ATEXIT_REGISTERED = "atexit-registered"
-ATEXIT_DONE = "atexit-done"  # the last atexit callback ran (extension modules loaded): Py_Finalize and exit() follow
+# The last atexit callback ran (extension modules loaded, other threads alive): Py_Finalize and exit() follow.
+ATEXIT_DONE = "atexit-done"
 # os._exit was called ("status", "stack": the caller's frames, innermost first, "file:line in function"):
 # what ended a process that never finished its body or its exit.
 OS_EXIT = "os-exit"

@@ -324,6 +324,8 @@ class SeriesSummary:
     stats: SeriesStats | None = None
     modes: tuple[str, ...] = ()
     duration: float = 0.0  # seconds, the series' runs together
+    # Runs (not under exit-starve) with other threads alive into finalization: a clean bound says it may be loose.
+    threads_at_exit: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -331,6 +333,7 @@ class SeriesSummary:
             "runs": self.runs, "counts": self.counts, "verdict": self.verdict.value,
             "description": self.description, "where": self.where,
             "stats": self.stats.to_dict() if self.stats else None, "modes": list(self.modes),
+            "runs_with_threads_at_exit": self.threads_at_exit,
         }
 
 

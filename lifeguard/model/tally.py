@@ -30,6 +30,7 @@ class SeriesTally:
         self.first_unaccepted: RunResult | None = None  # lowest index the expectation cannot accept
         self.modes: set[str] = set()
         self.duration = 0.0
+        self.threads_at_exit = 0  # runs with other threads alive into finalization, not under exit-starve
 
     @property
     def runs(self) -> int:
@@ -43,8 +44,11 @@ class SeriesTally:
         series expected to crash)? A passing run that was expected is not."""
         return result.outcome is not Outcome.PASSED or not self.accepts(result)
 
-    def add(self, result: RunResult) -> None:
+    def add(self, result: RunResult, threads_at_exit: bool = False) -> None:
+        """Count a finished run; ``threads_at_exit``: other threads were alive when it began to finalize."""
         failed = result.outcome is not Outcome.PASSED
+        if threads_at_exit and "exit-starve" not in result.perturbations:
+            self.threads_at_exit += 1
         self.counts[result.outcome.value] += 1
         self.stats.add(result.index, failed, result.duration, result.finished_at)
         self.hit = self.hit or self.expectation.matches(result.outcome, result.phase)
@@ -70,7 +74,7 @@ class SeriesTally:
             counts={k: v for k, v in self.counts.items() if v}, verdict=verdict, description=item.description,
             where=item.where, first_unexpected=shown, first_failure=self.first_failure,
             stats=self.stats.stats() if self.runs else None, modes=tuple(sorted(self.modes)),
-            duration=self.duration,
+            duration=self.duration, threads_at_exit=self.threads_at_exit,
         )
 
 

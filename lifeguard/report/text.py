@@ -79,6 +79,10 @@ def summary_line(summary: SeriesSummary) -> str:
             line += f"; first failure at run {summary.stats.runs_to_first_failure}"
         line += (f"; run time p50 {summary.stats.duration_p50:.3f}s p90 {summary.stats.duration_p90:.3f}s"
                  f" max {summary.stats.duration_max:.3f}s")
+        if summary.stats.failures == 0 and summary.threads_at_exit:
+            line += (f"\n       {summary.threads_at_exit} of these runs still had other threads at exit: a race "
+                     "of theirs with the exit can be rarer under lifeguard than alone; --perturb exit-starve "
+                     "makes it show")
     if summary.modes and summary.modes != ("fresh",):
         line += f"\n       mode: {', '.join(summary.modes)}"
     return line

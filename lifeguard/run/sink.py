@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from lifeguard.child.protocol import ATEXIT_DONE
 from lifeguard.model.result import RunResult, SeriesSummary, Session
 from lifeguard.model.scenario import Scenario
 from lifeguard.model.tally import SeriesTally
@@ -43,7 +44,8 @@ def count_run(session: Session, tally: SeriesTally, result: RunResult, sinks: Se
               keep_all: bool = False) -> None:
     """A finished run into its series' tally and the session (held when it is evidence, up to RUNS_KEPT, or
     always with ``keep_all``), and to every sink: the engine, the pytest plugin's session and a merge alike."""
-    tally.add(result)
+    tally.add(result, threads_at_exit=any(e.name == ATEXIT_DONE and isinstance(e.get("threads"), int)
+                                           and e.get("threads") > 0 for e in result.events))
     session.finished += 1
     if keep_all or (tally.is_evidence(result) and len(session.results) < RUNS_KEPT):
         session.results.append(result)

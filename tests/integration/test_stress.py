@@ -100,6 +100,24 @@ def test_exit_starve_leaves_the_finalizing_thread_alone_on_a_cpu(tmp_path: Path,
         assert not waiter_idle and not main_idle and waiter_cpus == main_cpus == sorted(os.sched_getaffinity(0))
 
 
+@pytest.mark.parametrize("perturbation", [None, "exit-starve"])
+def test_a_clean_bound_says_when_threads_outlived_the_body(tmp_path: Path, perturbation: str | None) -> None:
+    """A clean series whose runs still had threads at exit says its bound may be loose for an exit race, and
+    names the perturbation that tests one; under that perturbation it does not."""
+    script = tmp_path / "daemon.py"
+    script.write_text("import threading, time\n"
+                      "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n")
+    quiet = tmp_path / "quiet.py"
+    quiet.write_text("pass\n")
+    options = ["--perturb", perturbation] if perturbation else []
+    for target, warned in ((script, perturbation is None), (quiet, False)):
+        report = tmp_path / f"r-{target.stem}"
+        proc = run_cli("run", "--repeat", "3", *options, "--report", str(report), str(target))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert ("3 of these runs still had other threads at exit" in proc.stdout) is warned, proc.stdout
+        assert load_report(report)["summaries"][0]["runs_with_threads_at_exit"] == (3 if warned else 0)
+
+
 def test_unknown_perturbation_is_a_usage_error() -> None:
     proc = run_cli("run", "--perturb", "gc-thread,cosmic-rays", "-c", "pass")
     assert proc.returncode == 2 and "unknown perturbation 'cosmic-rays'" in proc.stderr
