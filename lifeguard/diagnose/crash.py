@@ -23,7 +23,8 @@ SIGNAL_PLUMBING = (
     "_Unwind_ForcedUnwind_Phase2", "__cxa_begin_catch",
 )
 # Libraries whose unnamed frames are plumbing too (stripped libstdc++ and libgcc_s show "??").
-_PLUMBING_LIBRARIES = ("libstdc++", "libgcc_s", "libc.so", "libc-")
+_LIBC = ("libc.so", "libc-")  # how the C library's file is named
+_PLUMBING_LIBRARIES = ("libstdc++", "libgcc_s", *_LIBC)
 # Where the interpreter runs its shutdown, and what each step means for a finding.
 CLEANUP_STEPS = (
     (("atexit_callfuncs", "atexit_call", "_PyAtExit_Call", "call_ll_exitfuncs"), "an atexit callback"),
@@ -36,7 +37,7 @@ CLEANUP_STEPS = (
     (("Py_FinalizeEx", "Py_Finalize", "_Py_Finalize"), "Py_FinalizeEx"),
 )
 # The interpreter's own calls and the C glue around them, skipped to find the code someone else wrote.
-_GLUE_LIBRARIES = ("libffi", "_ctypes", "libc.so", "libc-", "libstdc++", "libgcc_s", "ld-linux", "libpthread")
+_GLUE_LIBRARIES = ("libffi", "_ctypes", *_LIBC, "libstdc++", "libgcc_s", "ld-linux", "libpthread")
 
 
 def is_plumbing(frame: Frame) -> bool:
@@ -80,7 +81,7 @@ def crash_frame(thread: ThreadStack) -> tuple[int, Frame] | None:
 
 
 def _in_libc(frame: Frame) -> bool:
-    return not frame.is_python and any(part in (frame.library or "") for part in ("libc.so", "libc-"))
+    return not frame.is_python and any(part in (frame.library or "") for part in _LIBC)
 
 
 def foreign_frame(thread: ThreadStack, start: int = 0) -> Frame | None:

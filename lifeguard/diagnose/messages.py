@@ -45,6 +45,9 @@ _HEAP = "Run with PYTHONMALLOC=debug (or under valgrind / ASan) to stop at the f
 _THREAD = ("An object was used or destroyed on a thread that does not own it: hand its destruction to the owning "
            "thread, or stop the threads before the object goes away.")
 
+# A line that speaks of fork (the shape entries below; fork-runtime's child that its library ended).
+FORK_WORDS = r"\bfork(s|ed|ing)?\b|fork\(\)"
+
 MESSAGES: tuple[LibraryMessage, ...] = (
     _m("Tcl", r"Tcl_AsyncDelete: async handler deleted by the wrong thread",
        "a Tcl interpreter (tkinter) was destroyed on a thread other than the one that created it",
@@ -117,7 +120,7 @@ MESSAGES: tuple[LibraryMessage, ...] = (
        "the first bad release.", about="refcount"),
     _m("", r"^(?=\S).*\b(?i:fatal|abort(ed|ing)?|panic(ked|king)?|terminat(e|ed|ing))\b",
        "the program or a library said it stops", _SAID),
-    _m("", r"^(?=\S)(?=.*(?i:\bfork(s|ed|ing)?\b|fork\(\)|multi-?thread|\bthreads?\b|thread-?safe|concurren|"
+    _m("", r"^(?=\S)(?=.*(?i:" + FORK_WORDS + r"|multi-?thread|\bthreads?\b|thread-?safe|concurren|"
        r"finaliz|shutdown|at exit))(?=.*(?i:warn|error|unsafe|not (safe|supported|allowed)|deadlock|detected|"
        r"cannot|can not|must not|invalid|incompatible|disabl|destroy|delet|still running|leak))",
        "the program or a library warned about fork, threads or shutdown", _SAID, about="warning"),

@@ -30,7 +30,7 @@ class SeriesTally:
         self.first_unaccepted: RunResult | None = None  # lowest index the expectation cannot accept
         self.modes: set[str] = set()
         self.duration = 0.0
-        self.threads_at_exit = 0  # runs with other threads alive into finalization, not under exit-starve
+        self.threads_at_exit = 0  # runs whose other threads were alive into finalization (run.sink says which)
 
     @property
     def runs(self) -> int:
@@ -45,10 +45,10 @@ class SeriesTally:
         return result.outcome is not Outcome.PASSED or not self.accepts(result)
 
     def add(self, result: RunResult, threads_at_exit: bool = False) -> None:
-        """Count a finished run; ``threads_at_exit``: other threads were alive when it began to finalize."""
+        """Count a finished run; ``threads_at_exit``: other threads were alive, and free to run, as it began to
+        finalize."""
         failed = result.outcome is not Outcome.PASSED
-        if threads_at_exit and "exit-starve" not in result.perturbations:
-            self.threads_at_exit += 1
+        self.threads_at_exit += threads_at_exit
         self.counts[result.outcome.value] += 1
         self.stats.add(result.index, failed, result.duration, result.finished_at)
         self.hit = self.hit or self.expectation.matches(result.outcome, result.phase)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from lifeguard.child.protocol import JITTER_ENV, SEED_ENV
 from lifeguard.errors import UsageError
 
+EXIT_STARVE = "exit-starve"  # the run layer tells a clean bound whether a run had it
 PERTURBATIONS: dict[str, str] = {
     "switch-interval": "sys.setswitchinterval(1e-6): threads switch as often as the interpreter allows",
     "gc-aggressive": "gc.set_threshold(1, 1, 1): a collection at almost every allocation",
@@ -18,7 +19,7 @@ PERTURBATIONS: dict[str, str] = {
     "malloc-debug": "PYTHONMALLOC=debug: freed memory is poisoned, so use-after-free shows",
     "dev-mode": "-X dev: debug hooks, warnings and extra checks",
     "jitter": "random short sleeps at fixture hook points (LIFEGUARD_JITTER_US, child.hook_point())",
-    "exit-starve": "from the body's end (or the last atexit callback) on, the process's other threads share the "
+    EXIT_STARVE: "from the body's end (or the last atexit callback) on, the process's other threads share the "
                    "exiting thread's CPU at idle priority: they run only when it waits, so a thread that would "
                    "enter Python after finalization does",
 }

@@ -11,6 +11,7 @@ from lifeguard.child.protocol import ATEXIT_DONE
 from lifeguard.model.result import RunResult, SeriesSummary, Session
 from lifeguard.model.scenario import Scenario
 from lifeguard.model.tally import SeriesTally
+from lifeguard.plan.perturbations import EXIT_STARVE
 
 
 class Sink(Protocol):
@@ -40,12 +41,20 @@ def tallies_for(session: Session, series: list[tuple[Scenario, str, int]]) -> di
             for item, variant, _ in series}
 
 
+def _threads_at_exit(result: RunResult) -> bool:
+    """Other threads were alive as the run began to finalize, and exit-starve did not hold them back: a race of
+    theirs with the exit may be rarer under lifeguard than alone (a clean series says so)."""
+    if EXIT_STARVE in result.perturbations:
+        return False
+    return any(e.name == ATEXIT_DONE and isinstance(e.get("threads"), int) and e.get("threads") > 0
+               for e in result.events)
+
+
 def count_run(session: Session, tally: SeriesTally, result: RunResult, sinks: Sequence[Sink], *,
               keep_all: bool = False) -> None:
     """A finished run into its series' tally and the session (held when it is evidence, up to RUNS_KEPT, or
     always with ``keep_all``), and to every sink: the engine, the pytest plugin's session and a merge alike."""
-    tally.add(result, threads_at_exit=any(e.name == ATEXIT_DONE and isinstance(e.get("threads"), int)
-                                           and e.get("threads") > 0 for e in result.events))
+    tally.add(result, threads_at_exit=_threads_at_exit(result))
     session.finished += 1
     if keep_all or (tally.is_evidence(result) and len(session.results) < RUNS_KEPT):
         session.results.append(result)

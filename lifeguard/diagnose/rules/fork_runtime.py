@@ -27,7 +27,7 @@ from lifeguard.diagnose.activity import (
     python_text,
 )
 from lifeguard.diagnose.evidence import Evidence, describe, thread_ref
-from lifeguard.diagnose.messages import library_quotes
+from lifeguard.diagnose.messages import FORK_WORDS, library_quotes
 from lifeguard.diagnose.runtimes import pool_wait_of, runtime_of
 from lifeguard.model.outcomes import Phase
 from lifeguard.model.result import Finding, ThreadRef, signal_name
@@ -123,7 +123,7 @@ def check(evidence: Evidence) -> list[Finding]:
 ENDED_HINT = ("A library that runs native worker threads detected that it runs in a forked child, where its workers "
               "do not exist, and ended the child. Use the 'spawn' or 'forkserver' start method, or fork before the "
               "library starts its threads (or shut them down first).")
-_FORK_WORD = re.compile(r"(?i)\bfork(s|ed|ing)?\b|fork\(\)")
+_FORK_WORD = re.compile(FORK_WORDS, re.IGNORECASE)
 
 
 def _ended_after_saying(evidence: Evidence, records: dict[int, ForkRecord]) -> list[Finding]:
