@@ -12,7 +12,8 @@ import json
 from typing import Any, Literal, TypedDict, cast
 
 from lifeguard.capture.bounded import ToolRun
-from lifeguard.model.stacks import Backend, Frame, ProcessStacks, SignalInfo, ThreadStack, infer_gil
+from lifeguard.model.signals import SignalInfo
+from lifeguard.model.stacks import Backend, Frame, ProcessStacks, ThreadStack, infer_gil
 from lifeguard.proc.procfs import ProcessIdentity, thread_name
 
 MARKER = "LIFEGUARD-"

@@ -29,7 +29,7 @@ from lifeguard.capture.symbols import resolve_core
 from lifeguard.capture.threadstate import with_kernel_state
 from lifeguard.child import protocol
 from lifeguard.model.run import RunKind, RunSpec
-from lifeguard.model.stacks import ProcessStacks
+from lifeguard.model.stacks import Backend, ProcessStacks
 from lifeguard.proc.procfs import ZOMBIE_STATES, process_state
 from lifeguard.run.launch import child_argv, child_env, spec_env
 from lifeguard.run.supervise import NATIVE_BUDGET, CaptureHook, HangContext
@@ -95,13 +95,36 @@ def _is_final(process: ProcessStacks) -> bool:
     return state is None or state in ZOMBIE_STATES
 
 
+def _unnamed_code(process: ProcessStacks) -> bool:
+    """An unnamed native frame: JIT-compiled code (which pystack leaves unnamed, at times placed in a
+    neighbouring library), or a stripped library's (which gdb cannot name either, at the cost of its read)."""
+    return any(not frame.is_python and frame.function in (None, "??")
+               for thread in process.threads for frame in thread.frames)
+
+
 def capture_process(pid: int, backends: tuple[HangBackend, ...],
-                    budget: float = HANG_CAPTURE_TIMEOUT) -> ProcessStacks:
+                    budget: float = HANG_CAPTURE_TIMEOUT, thorough: bool = False) -> ProcessStacks:
     """One live process read by the first back end that can, all of them within ``budget`` seconds.
 
     A process that none can read comes back with every back end's reason in ``error``; one read
-    after another failed says which failed, and why, in its notes.
+    after another failed says which failed, and why, in its notes. ``thorough``: a read that left native frames
+    unnamed is read again by gdb (which names JIT-compiled code), whose read is kept if it succeeds.
     """
+    started = time.monotonic()
+    result = _first_read(pid, backends, budget)
+    gdb = next((b for b in backends if b.name == "gdb"), None)
+    remaining = budget - (time.monotonic() - started)
+    if not thorough or not result.ok or gdb is None or remaining < MIN_ATTEMPT or \
+            result.backend is Backend.GDB or not _unnamed_code(result):
+        return result
+    again = gdb.capture(pid, min(gdb.timeout, remaining))
+    if not again.ok:
+        return replace(result, notes=(*result.notes, f"gdb could not read it again to name its unnamed frames: "
+                                                     f"{again.error}"))
+    return replace(again, notes=(f"read by gdb: {result.backend.value} left native frames unnamed", *again.notes))
+
+
+def _first_read(pid: int, backends: tuple[HangBackend, ...], budget: float) -> ProcessStacks:
     started = time.monotonic()
     failures: list[str] = []
     last: ProcessStacks | None = None
@@ -135,7 +158,7 @@ def fallback_hang_hook(backends: tuple[HangBackend, ...]) -> CaptureHook:
             return ProcessStacks(pid=pid, error="not read: the session was stopped during the capture")
         if budget < MIN_ATTEMPT:
             return ProcessStacks(pid=pid, error="not read: the run's capture budget was spent on other processes")
-        return capture_process(pid, backends, budget)
+        return capture_process(pid, backends, budget, context.thorough)
 
     def capture(context: HangContext) -> list[ProcessStacks]:
         pids = list(context.pids)

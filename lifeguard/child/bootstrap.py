@@ -101,6 +101,8 @@ def _install_fork_hook(run_dir: str, signum: int) -> None:
         # child a file of its own so each process's stacks stay apart.
         _register_dump(run_dir, signum)
         fork_ends.forget_inherited()
+        if len(at_fork.get("threads", ())) > 1:  # the parent's other threads are not here: see crash_park
+            crash_park.install_termination()
         emit(protocol.FORKED, parent=at_fork.get("parent", os.getppid()),
              forking_thread=at_fork.get("forking_thread"), parent_threads=at_fork.get("threads", []))
         at_fork.clear()

@@ -9,6 +9,12 @@ signals change and a thread asleep under a signal frame, reads every thread's st
 to that thread: the process dies of it, as the kernel reports. If nobody does, the sleep ends, the fault
 runs again with the default disposition, and the process dies of it a few seconds late.
 
+A process forked while its parent ran other threads parks SIGTERM as well (``install_termination``), where
+nothing handles it: a library whose worker threads stayed in the parent may end such a child with it, and only
+the child's stack says which library and call. The handler then also gets the signal's information
+(``SA_SIGINFO``), from which the supervisor reads who sent it; a SIGTERM from anyone else it passes on at once.
+Unlike a fault, a SIGTERM nobody passes on is gone when the sleep ends: only a supervised run parks it.
+
 faulthandler stays in front (disabled and enabled again around the change): it dumps the Python stacks and
 then re-raises into the sleep. At finalization the default dispositions come back (``at_finalization``:
 from there on cores land in the run folder and say more, a fault address included).
@@ -17,6 +23,7 @@ from there on cores land in the run folder and say more, a fault address include
 from __future__ import annotations
 
 import faulthandler
+import os
 import sys
 
 from lifeguard.child import protocol
@@ -28,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+SA_SIGINFO = 0x4
 SA_NODEFER = 0x40000000
 SA_RESETHAND = 0x80000000
 # struct sigaction of glibc on 64-bit Linux: the handler, a 128-byte mask, int flags (padded), the restorer.
@@ -72,27 +80,52 @@ def prepare() -> None:
         _prepared.append(_sigaction())
 
 
+def _park_action(sleep_address: int, flags: int) -> bytes:
+    action = bytearray(_SIGACTION_SIZE)
+    action[0:8] = sleep_address.to_bytes(8, sys.byteorder)
+    action[_FLAGS_OFFSET:_FLAGS_OFFSET + 4] = (SA_RESETHAND | SA_NODEFER | flags).to_bytes(4, sys.byteorder)
+    return bytes(action)
+
+
 def install() -> bool:
     """Park every fatal signal in this process (and the processes it forks); False where it cannot."""
     if sys.platform != "linux" or sys.maxsize < 2**32:
         return False
-    found = _prepared[0] if _prepared else _sigaction()
+    if not _prepared:
+        prepare()  # kept: a forked child parks its SIGTERM with it (install_termination)
+    found = _prepared[0]
     if found is None:
         return False
     sigaction, sleep_address = found
-    action = bytearray(_SIGACTION_SIZE)
-    action[0:8] = sleep_address.to_bytes(8, sys.byteorder)
-    action[_FLAGS_OFFSET:_FLAGS_OFFSET + 4] = (SA_RESETHAND | SA_NODEFER).to_bytes(4, sys.byteorder)
+    action = _park_action(sleep_address, 0)
     enabled = faulthandler.is_enabled()
     if enabled:
         faulthandler.disable()  # its handlers chain to what was there before: that must be the sleep
     try:
-        done = [sigaction(signum, bytes(action), None) == 0 for signum in protocol.PARKED_SIGNALS]
+        done = [sigaction(signum, action, None) == 0 for signum in protocol.PARKED_SIGNALS]
     finally:
         if enabled:
             _enable_faulthandler()
     _installed[0] = any(done)  # what remove() must undo
     return all(done)
+
+
+def install_termination() -> bool:
+    """In a forked child whose crashes park: park SIGTERM too, where nothing handles or ignores it (x86-64
+    only: the supervisor reads the sender where the kernel puts it on that architecture's stack)."""
+    if not _installed[0] or os.uname().machine != "x86_64" or not _prepared or _prepared[0] is None:
+        return False
+    bit = 1 << (protocol.PARKED_TERMINATION - 1)
+    try:
+        with open("/proc/self/status") as status:
+            masks = {name: int(value, 16) for name, _, value in
+                     (line.partition(":") for line in status if line.startswith(("SigIgn:", "SigCgt:")))}
+    except (OSError, ValueError):
+        return False
+    if len(masks) != 2 or any(mask & bit for mask in masks.values()):
+        return False  # the program's (or a library's) own disposition: not lifeguard's to change
+    sigaction, sleep_address = _prepared[0]
+    return sigaction(protocol.PARKED_TERMINATION, _park_action(sleep_address, SA_SIGINFO), None) == 0
 
 
 def _enable_faulthandler() -> None:

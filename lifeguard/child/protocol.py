@@ -194,6 +194,9 @@ SITE_HOOK_FILE = "sitecustomize.py"  # ...holding only this, which attaches each
 # The fatal signals a plain target's process parks in (lifeguard.child.crash_park) while its cores are off:
 # SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV (the same numbers on x86-64 and aarch64 Linux).
 PARKED_SIGNALS = (4, 6, 7, 8, 11)
+# SIGTERM parks too in a process forked while its parent ran other threads (a pool's library may end such a
+# child itself): on x86-64 only, where the supervisor reads who sent it from the signal frame (SA_SIGINFO).
+PARKED_TERMINATION = 15
 CORE_PATTERN_FILE = "/proc/sys/kernel/core_pattern"
 # A test forked from pytest (--lifeguard) whose body failed: the failure as pytest itself reports it.
 PYTEST_FAILURE_FILE = "pytest-failure.txt"

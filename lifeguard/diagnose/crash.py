@@ -52,7 +52,7 @@ def is_plumbing(frame: Frame) -> bool:
 def crashed_thread(evidence: Evidence) -> tuple[ProcessStacks, ThreadStack] | None:
     """The thread the fatal signal went to (from a core or a replay), or None without native stacks."""
     for process in evidence.processes:
-        if process.signal is None:
+        if process.signal is None or not process.signal.is_crash:
             continue
         thread = process.thread(process.signal.tid) if process.signal.tid else None
         thread = thread or (process.threads[0] if process.threads else None)

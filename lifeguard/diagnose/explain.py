@@ -36,7 +36,8 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
         backtraces = merge_python_stacks(backtraces, result.python_stacks)
     if spec.cores and (result.outcome is Outcome.CRASHED or cores):
         replay = spec.backtrace is BacktraceMethod.REPLAY
-        parked = any(p.signal is not None for p in backtraces)  # read while it waited (lifeguard.run.parked)
+        # read while it waited (lifeguard.run.parked)
+        parked = any(p.signal is not None and p.signal.is_crash for p in backtraces)
         if not replay and not cores and not parked:
             setup = core_setup()
             # A wrapped program (-m, a command: a whole CI step) is not run a second time behind the user's back.
@@ -63,7 +64,7 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
             notes.append(missing)
     outcome, phase, reason = result.outcome, result.phase, result.reason
     forked = {e.pid for e in result.events if e.name == FORKED}
-    crashed = [p for p in backtraces if p.signal is not None]
+    crashed = [p for p in backtraces if p.signal is not None and p.signal.is_crash]
     if crashed and {p.pid for p in crashed} <= forked:
         # Only forked children left cores: the crash was theirs, whatever the parent did after it.
         phase = Phase.FORK_CHILD

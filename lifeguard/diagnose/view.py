@@ -16,7 +16,8 @@ from lifeguard.child.protocol import FORKED
 from lifeguard.diagnose.crash import CLEANUP_STEPS, is_plumbing
 from lifeguard.diagnose.evidence import CALL_MACHINERY, matches
 from lifeguard.model.result import RunResult
-from lifeguard.model.stacks import Frame, ProcessStacks, SignalInfo, ThreadStack
+from lifeguard.model.signals import SignalInfo
+from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack
 
 # At most this many one-line threads a process; the rest are counted (all are in backtraces.txt).
 MAX_SUMMARY_THREADS = 24

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lifeguard.model.kernel import KernelState
+from lifeguard.model.signals import SignalInfo
 
 EVAL_FRAME_FUNCTION = "_PyEval_EvalFrameDefault"
 _PYTHON_EXECUTABLE = re.compile(r"python[\d.]*[a-z]*")
@@ -173,54 +174,6 @@ class ThreadStack:
             pthread_id=int(pthread_id) if pthread_id is not None else None,
             kernel=KernelState.from_dict(kernel) if kernel else None,
         )
-
-
-# SIGILL, SIGFPE, SIGSEGV, SIGBUS: the signals a fault raises, with the faulting address in si_addr.
-FAULT_SIGNALS = (4, 8, 11, 7)
-
-
-@dataclass(frozen=True)
-class SignalInfo:
-    """The signal that killed a process (from a core file)."""
-
-    name: str | None  # "SIGSEGV"
-    number: int | None = None
-    code: int | None = None  # si_code
-    address: str | None = None  # fault address for SIGSEGV/SIGBUS/SIGILL/SIGFPE
-    tid: int | None = None  # the thread that received it
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "number": self.number, "code": self.code, "address": self.address, "tid": self.tid}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SignalInfo:
-        return cls(
-            name=data.get("name"),
-            number=data.get("number"),
-            code=data.get("code"),
-            address=data.get("address"),
-            tid=data.get("tid"),
-        )
-
-    @property
-    def sent(self) -> bool:
-        """Sent by kill/tgkill/raise (si_code <= 0: SI_USER, SI_TKILL, SI_QUEUE), not raised by a fault.
-        faulthandler re-raises a fatal signal this way, so a core then holds the sender's pid where a
-        fault's si_addr would be."""
-        return self.code is not None and self.code <= 0
-
-    @property
-    def fault_address(self) -> str | None:
-        """The faulting address (si_addr) of a real fault; None for a signal that was sent."""
-        return None if self.sent else self.address
-
-    def __str__(self) -> str:
-        text = self.name or f"signal {self.number}"
-        if self.fault_address is not None:
-            text += f" at address {self.fault_address}"
-        elif self.sent and self.number in FAULT_SIGNALS:
-            text += " (raised again by a signal handler such as faulthandler's: no fault address)"
-        return text
 
 
 class Backend(str, enum.Enum):

@@ -88,6 +88,26 @@ def read_words(pid: int, address: int, count: int) -> tuple[int, ...] | None:
     return tuple(int.from_bytes(data[i:i + 4], sys.byteorder, signed=True) for i in range(0, len(data), 4))
 
 
+def read_stack(pid: int, tid: int, size: int) -> tuple[int, bytes] | None:
+    """The stack pointer of a thread asleep in a system call and the ``size`` bytes above it (no stop, no
+    attach), or None."""
+    fields = (_read(f"/proc/{pid}/task/{tid}/syscall") or "").split()
+    if len(fields) < 9 or not fields[0].isdigit():
+        return None
+    try:
+        pointer = int(fields[7], 16)
+        fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return None
+    try:
+        data = os.pread(fd, size, pointer)
+    except (OSError, OverflowError):
+        return None
+    finally:
+        os.close(fd)
+    return (pointer, data) if len(data) == size else None
+
+
 def read_thread(pid: int, tid: int) -> ThreadReading | None:
     base = f"/proc/{pid}/task/{tid}"
     read = stat_fields(f"{base}/stat")

@@ -77,6 +77,7 @@ class HangContext:
     pids: list[int]
     deadline: float = float("inf")
     cancel: threading.Event | None = None
+    thorough: bool = False  # a crash parked in one process: frames left unnamed are worth gdb's slower read
 
 
 class CaptureHook(Protocol):
@@ -327,13 +328,11 @@ def _supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fi
         stillness = Stillness(spec.hang_settle, (files.stdout, files.stderr, files.events)) \
             if spec.hang_settle is not None else None
         parked = None
-        if spec.parks_crashes and capture_hooks:
-            # The child parks a crash in its body (lifeguard.child.crash_park): its stacks are read here.
+        if spec.parks_crashes and capture_hooks:  # its crashes park (lifeguard.child.crash_park): read here
             parked = ParkedCrashes(lambda pids: _capture(capture_hooks, HangContext(
-                spec, pids, deadline=time.monotonic() + NATIVE_BUDGET, cancel=cancel), notes))
+                spec, pids, deadline=time.monotonic() + NATIVE_BUDGET, cancel=cancel, thorough=True), notes),
+                main=handle.pid)
         exited = _wait_exit(handle, membership, deadline, cancel, stillness, parked)
-        if parked is not None:
-            backtraces.extend(parked.stacks)
         if not exited:
             hung = True
             if stillness is not None and stillness.ended:
@@ -352,12 +351,16 @@ def _supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fi
         else:
             left = _leftovers(handle, membership)
             if left:
+                if parked is not None:  # a forked child parked as the main process ended: ended here
+                    parked.look(left)
                 time.sleep(LEFTOVER_GRACE)
                 left = _leftovers(handle, membership)
             for pid in left:
                 info = read_proc(pid)
                 leftovers.append(Leftover(pid, info.comm if info else "?", info.ppid if info else None,
                                           info.state if info else ""))
+        if parked is not None:
+            backtraces.extend(parked.stacks)
     except BaseException as exc:  # cancelled, Ctrl-C in this thread, or our own bug: never leave the tree behind
         interrupted = True
         dump_where_interrupted(exc, spec, handle)

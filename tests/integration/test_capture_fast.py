@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from lifeguard.capture import gdb_available
 from lifeguard.capture.eu_stack import capture_eu_stack, eu_stack_available
 from lifeguard.capture.native import (
     HANG_BACKENDS,
@@ -421,3 +422,26 @@ def test_doctor_names_the_back_end_in_use() -> None:
     proc = run_cli("doctor")
     line = next(line for line in proc.stdout.splitlines() if "native capture" in line)
     assert line.startswith("ok") and "hangs read by pystack" in line, proc.stdout
+
+
+@needs_eu_stack
+@pytest.mark.skipif(shutil.which("strip") is None or gdb_available() is None, reason="needs strip and gdb")
+@pytest.mark.parametrize("thorough", [False, True])
+def test_a_thorough_read_of_unnamed_frames_is_gdbs(c_program: Path, thorough: bool) -> None:
+    """A process that ended itself is read thoroughly: frames a fast back end left unnamed (here a stripped
+    program's; JIT-compiled code's in the field) are read again by gdb, which names JIT code."""
+    subprocess.run(["strip", "--strip-all", str(c_program)], check=True, timeout=CAPTURE_TIMEOUT)
+    process = start_c(c_program)
+    try:
+        backends = tuple(b for b in available_hang_backends() if b.name in ("eu-stack", "gdb"))
+        stacks = capture_process(process.pid, backends, thorough=thorough)
+        assert stacks.error is None, stacks.error
+        if thorough:
+            assert stacks.backend_label.startswith("gdb"), stacks.backend_label
+            assert stacks.notes[0] == "read by gdb: eu-stack left native frames unnamed", stacks.notes
+        else:
+            assert stacks.backend_label == "eu-stack"
+            assert any(f.function in (None, "??") for t in stacks.threads for f in t.frames)
+        assert_running(process.pid)
+    finally:
+        kill_group(process)

@@ -114,18 +114,20 @@ def test_a_forked_child_waiting_for_a_pool_of_its_own(tmp_path: Path, blind: boo
 @needs_tools
 @pytest.mark.parametrize("blind", [False, True], ids=["informed", "blind"])
 def test_a_forked_child_its_pool_library_ends(tmp_path: Path, blind: bool) -> None:
-    """The child is killed by its own library's SIGTERM, and the parent exits with its status: no stack of the
-    child, but its end (from the kernel), the library's words and the parent's threads at fork."""
+    """The child is killed by its own library's SIGTERM, and the parent exits with its status: its end (from the
+    kernel), the library's words, the parent's threads at fork and the call that sent the SIGTERM (the child's
+    stack, read while lifeguard's handler held the signal)."""
     library = build(tmp_path)
     code = PROGRAM.format(library=str(library), before="pool.pool_start(2)", in_child="pool.pool_run_checked()")
     run, terminal = run_of(tmp_path, code, "--expect", "failed@fork-child", "--timeout", "20", blind=blind)
     assert (run["outcome"], run["phase"]) == ("failed", "fork-child"), run["reason"]
     finding = run["findings"][0]
     assert finding["kind"] == "fork-runtime", run["findings"]
-    assert "was killed by SIGTERM after a library said: \"mypool: fork() called after the pool started" \
-        in finding["summary"], finding["summary"]
+    assert "was killed by SIGTERM, which it sent itself from pool_run_checked (mypool.cpp:" in finding["summary"]
+    assert "after a library said: \"mypool: fork() called after the pool started" in finding["summary"]
     assert "had 2 native thread(s) at fork" in finding["summary"], finding["summary"]
-    assert "[fork-runtime]" in terminal
+    assert finding["frames"][0].startswith("pool_run_checked"), finding["frames"]
+    assert "[fork-runtime]" in terminal and "pool_run_checked" in terminal
 
 
 @needs_tools

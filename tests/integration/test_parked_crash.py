@@ -7,6 +7,8 @@ folder."""
 
 from __future__ import annotations
 
+import json
+import platform
 import shutil
 import signal
 import sys
@@ -118,6 +120,38 @@ def test_a_self_sent_sigsegv_still_ends_the_process(tmp_path: Path) -> None:
     assert run["signal"] == signal.SIGSEGV
     assert "survived" not in (Path(run["run_dir"]) / "stdout.txt").read_text()
     assert "survived" not in stdout
+
+
+# A forked child of a threaded parent parks SIGTERM (a library may end it so); one its parent sends goes on.
+TERMINATED_CHILD = """
+import os, signal, threading, time
+threading.Thread(target=threading.Event().wait, daemon=True).start()
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    with open("/proc/self/status") as status:
+        caught = int(next(line for line in status if line.startswith("SigCgt:")).split()[1], 16)
+    os.write(write, b"armed" if caught >> (signal.SIGTERM - 1) & 1 else b"plain")
+    while True:
+        time.sleep(1)
+print("child", os.read(read, 5).decode(), flush=True)
+os.kill(pid, signal.SIGTERM)
+if {wait}:
+    print("child ended", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+"""
+
+
+@needs_tools
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="SIGTERM parks on x86-64 only")
+@pytest.mark.parametrize("wait", [True, False], ids=["parent-waits", "parent-exits"])
+def test_a_sigterm_the_parent_sends_ends_a_parked_child_unread(tmp_path: Path, wait: bool) -> None:
+    """The park is armed, yet the child dies of its parent's SIGTERM as it would without lifeguard (no 15 s
+    sleep, no stacks read), also when the parent exits at once (no leftover)."""
+    run, stdout = crash_run(tmp_path, "-c", TERMINATED_CHILD.format(wait=wait), expect="passed")
+    assert run["outcome"] == "passed", (run["reason"], run.get("leftovers"))
+    assert "child armed" in stdout, stdout
+    assert not wait or "child ended -15" in stdout, stdout
+    assert "SIGTERM handler" not in json.dumps(run)
 
 
 # faulthandler, once disabled, puts back the handler it found: the park's (caught) or the default (not caught).

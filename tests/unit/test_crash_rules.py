@@ -13,7 +13,7 @@ import pytest
 from lifeguard.diagnose import diagnose
 from lifeguard.diagnose.messages import cause_quote, identify, scan_lines
 from lifeguard.model.result import RunResult
-from lifeguard.model.stacks import SignalInfo
+from lifeguard.model.signals import SignalInfo
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "crashes"
 

@@ -8,7 +8,8 @@ from lifeguard.model.kernel import KernelState
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Corruption, Event, Finding, Leftover, RunResult, StderrLine, ThreadRef
 from lifeguard.model.run import StartMode
-from lifeguard.model.stacks import Backend, Frame, ProcessStacks, SignalInfo, ThreadStack
+from lifeguard.model.signals import SignalInfo
+from lifeguard.model.stacks import Backend, Frame, ProcessStacks, ThreadStack
 
 
 def full_result() -> RunResult:

@@ -13,7 +13,8 @@ from lifeguard.interpreter import Interpreter
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Finding, RunResult, Session, ThreadRef
 from lifeguard.model.scenario import Scenario
-from lifeguard.model.stacks import Backend, Frame, ProcessStacks, SignalInfo, ThreadStack
+from lifeguard.model.signals import SignalInfo
+from lifeguard.model.stacks import Backend, Frame, ProcessStacks, ThreadStack
 from lifeguard.model.tally import SeriesTally
 from lifeguard.report.files import JsonlSink
 from lifeguard.report.html import render

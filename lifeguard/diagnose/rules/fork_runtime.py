@@ -7,7 +7,7 @@ Python, so the lock and GIL rules see nothing. It fires on that shape (a forked 
 be signalled by a library's code, not a lock, while its parent had other threads at fork); the runtimes
 table only names the runtime and its own setting. A runtime that detects the fork itself ends the child
 instead (numba's GNU OpenMP layer: a message, then SIGTERM): its end, its words and the parent's threads at fork
-tell that shape without any stack of the child.
+tell that shape, and the child's stack, read while its SIGTERM was parked, says which call ended it.
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ from lifeguard.diagnose.activity import (
     parent_threads_at_fork,
     python_text,
 )
+from lifeguard.diagnose.crash import crash_frame, where
 from lifeguard.diagnose.evidence import Evidence, describe, thread_ref
 from lifeguard.diagnose.messages import FORK_WORDS, library_quotes
 from lifeguard.diagnose.runtimes import pool_wait_of, runtime_of
 from lifeguard.model.outcomes import Phase
 from lifeguard.model.result import Finding, ThreadRef, signal_name
-from lifeguard.model.stacks import Frame, ThreadStack
+from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack
 
 KIND = "fork-runtime"
 
@@ -143,16 +144,34 @@ def _ended_after_saying(evidence: Evidence, records: dict[int, ForkRecord]) -> l
         if not native:
             continue
         how = f"was killed by {signal_name(-status) or -status}" if status < 0 else f"exited with code {status}"
-        summary = (f"forked child {child} {how} after a library said: \"{said.line.text.strip()}\"; the parent "
-                   f"{record.parent} had {len(native)} native thread(s) at fork "
+        ender = _self_ended(evidence, child)
+        site = crash_frame(ender[1]) if ender is not None else None
+        raised = f", which it sent itself from {where(site[1])}," if ender is not None and site is not None else ""
+        summary = (f"forked child {child} {how}{raised} after a library said: \"{said.line.text.strip()}\"; the "
+                   f"parent {record.parent} had {len(native)} native thread(s) at fork "
                    f"({', '.join(str(t.get('tid')) for t in native[:6])}), which the child does not have: the "
                    "library's worker threads stayed in the parent, and it ended the child rather than run without "
                    "them")
-        return [Finding(kind=KIND, summary=summary, hint=ENDED_HINT,
-                        threads=tuple(ThreadRef(int(record.parent or 0), int(t.get("tid") or 0), t.get("comm"),
-                                                "native thread at fork") for t in native[:6]),
+        threads = tuple(ThreadRef(int(record.parent or 0), int(t.get("tid") or 0), t.get("comm"),
+                                  "native thread at fork") for t in native[:6])
+        frames: tuple[str, ...] = ()
+        if ender is not None:
+            threads = (thread_ref(*ender, "ended its process"), *threads)
+            start = site[0] if site is not None else 0
+            frames = tuple(str(f) for f in ender[1].frames[start:start + 8] if not f.is_python)
+        return [Finding(kind=KIND, summary=summary, hint=ENDED_HINT, threads=threads, frames=frames,
                         details={"pid": child, "parent": record.parent, "status": status},
                         evidence=(f"stderr line {said.line.number}: {said.line.text.strip()}",
                                   f"forked child {child}: {how} (its exit status, from the kernel)",
                                   f"parent {record.parent} at fork: {len(record.parent_threads)} thread(s)"))]
     return []
+
+
+def _self_ended(evidence: Evidence, pid: int) -> tuple[ProcessStacks, ThreadStack] | None:
+    """The process and thread that sent ``pid`` its own end, where its stacks were read then."""
+    for process in evidence.processes:
+        if process.pid == pid and process.signal is not None and not process.signal.is_crash:
+            thread = process.thread(process.signal.tid) if process.signal.tid else None
+            if thread is not None:
+                return process, thread
+    return None

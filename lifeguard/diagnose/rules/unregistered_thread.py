@@ -30,7 +30,7 @@ def check(evidence: Evidence) -> list[Finding]:
     if evidence.outcome is not Outcome.CRASHED:
         return []
     for process in evidence.processes:
-        if process.signal is None or process.signal.tid is None:
+        if process.signal is None or process.signal.tid is None or not process.signal.is_crash:
             continue
         thread = process.thread(process.signal.tid)
         if thread is None or has_frame(thread, PYTHON_THREAD_FUNCTIONS) or has_frame(thread, GIL_WAIT_FUNCTIONS):

@@ -25,7 +25,7 @@ HINT = ("An object whose destructor touches state owned by one thread was freed 
 def _crash_in_gc(evidence: Evidence) -> tuple[bool, str | None]:
     """Whether the crashing thread is itself a non-main thread collecting, and a name for it."""
     for process in evidence.processes:
-        if process.signal is None or process.signal.tid is None:
+        if process.signal is None or process.signal.tid is None or not process.signal.is_crash:
             continue
         thread = process.thread(process.signal.tid)
         if thread is None:
