@@ -791,6 +791,44 @@ def case_ancestry_daemon(tmp: Path) -> tuple[bool, str]:
     return gone, f"daemon {'killed' if gone else 'ALIVE'} after lifeguard's SIGKILL"
 
 
+def run_pytest(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest ARGS`` in ``tmp`` with this checkout's plugin (the installed entry point names its
+    module, found first on PYTHONPATH), bounded like cli()."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTEST_ADDOPTS="-p no:cacheprovider -p no:xdist")
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=tmp,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                            start_new_session=True, stdin=subprocess.DEVNULL)
+    try:
+        out, err = proc.communicate(timeout=CLI_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=10)
+        return subprocess.CompletedProcess(proc.args, -999, out, err + "\n[audit: timed out]")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@case("plugin", "pytest --lifeguard: a fixture patches os.fork")
+def case_patched_fork(tmp: Path) -> tuple[bool, str]:
+    (tmp / "test_patched.py").write_text("import os, pytest\n\n@pytest.fixture(autouse=True)\n"
+                                         "def no_fork(monkeypatch):\n    monkeypatch.setattr(os, 'fork', None)\n\n"
+                                         "def test_a():\n    pass\n")
+    done = run_pytest(tmp, "--lifeguard", "-q")
+    return done.returncode == 0 and "1 passed" in done.stdout, f"rc {done.returncode}"
+
+
+@case("plugin", "pytest --lifeguard: a fixture segfaults in its teardown")
+def case_teardown_segfault(tmp: Path) -> tuple[bool, str]:
+    (tmp / "test_teardown.py").write_text("import ctypes, pytest\n\n@pytest.fixture\ndef crashes():\n    yield\n"
+                                          "    ctypes.string_at(0)\n\ndef test_a(crashes):\n    pass\n\n"
+                                          "def test_b():\n    pass\n")
+    done = run_pytest(tmp, "--lifeguard", "-q", "--junitxml=junit.xml")
+    junit = tmp / "junit.xml"
+    suite = ET.parse(junit).getroot().find("testsuite") if junit.is_file() else None
+    errors = suite.get("errors") if suite is not None else None
+    ok = done.returncode == 1 and "2 passed, 1 error" in done.stdout and errors == "1"
+    return ok, f"rc {done.returncode}, junit.xml errors {errors}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-k", default="", help="only cases whose name contains this")

@@ -19,13 +19,13 @@ from typing import Any, TypedDict, cast
 
 from lifeguard.capture.bounded import ToolRun, stderr_tail
 from lifeguard.capture.faulthandler import insert_python_frames
+from lifeguard.model.signals import SignalInfo
 from lifeguard.model.stacks import (
     GIL_HELD,
     GIL_RELEASED,
     Backend,
     Frame,
     ProcessStacks,
-    SignalInfo,
     ThreadStack,
     infer_gil,
 )

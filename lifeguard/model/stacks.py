@@ -348,6 +348,6 @@ def processes_from_json(data: Iterable[Mapping[str, Any]]) -> list[ProcessStacks
 
 __all__ = [
     "EVAL_FRAME_FUNCTION", "GIL_ACQUIRE_FUNCTIONS", "GIL_HELD", "GIL_RELEASED", "GIL_STATES", "GIL_WAITING",
-    "Frame", "ProcessStacks", "SignalInfo", "ThreadStack", "infer_gil", "processes_from_json",
+    "Frame", "ProcessStacks", "ThreadStack", "infer_gil", "processes_from_json",
     "processes_to_json", "render_text", "is_harness_file", "is_user_file",
 ]

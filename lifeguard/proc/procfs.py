@@ -18,6 +18,7 @@ from pathlib import Path
 from lifeguard.child.protocol import RUN_ID_ENV as RUN_MARKER_ENV
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when the thread that made it ends
 STOPPED_STATES = ("T", "t")
 ZOMBIE_STATES = ("Z", "X")
 # A shared libpython's file name: "libpython3.11.so.1.0", "libpython3.13t.so".

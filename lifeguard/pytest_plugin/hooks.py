@@ -103,11 +103,10 @@ def pytest_configure(config: pytest.Config) -> None:
         if worker is not None:  # a pytest-xdist worker: its own folder, merged by the controller at the end
             settings = replace(settings, report_dir=report_dir / WORKERS_FOLDER / worker)
         else:
-            _claim(report_dir)
-            if _xdist_controller(config):
-                import shutil
+            import shutil
 
-                shutil.rmtree(report_dir / WORKERS_FOLDER, ignore_errors=True)  # an earlier session's
+            _claim(report_dir)
+            shutil.rmtree(report_dir / WORKERS_FOLDER, ignore_errors=True)  # an earlier session's
     config.stash[SETTINGS_KEY] = settings
     if settings.guard_all:
         import resource  # noqa: F401  (a forked test's cores step needs it: imported once, here)
@@ -162,7 +161,10 @@ def _new_record(config: pytest.Config) -> SessionRecord:
         from pathlib import Path
 
         runs_root = Path(tempfile.mkdtemp(prefix="lifeguard-pytest-"))
-    record = SessionRecord(interpreter(), settings.report_dir, runs_root)
+    from lifeguard.pytest_plugin.keeper import CONTINUED_KEY
+
+    continued = config.stash.get(CONTINUED_KEY, False)
+    record = SessionRecord(interpreter(), settings.report_dir, runs_root, fresh=not continued)
     record.as_shard(settings.shard, config.stash.get(PLAN_KEY, ""))
     return record
 
@@ -236,6 +238,21 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 
 @pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """Under --lifeguard the tests run in a worker a keeper replaces if pytest's own process crashes
+    (lifeguard.pytest_plugin.keeper)."""
+    settings = session.config.stash.get(SETTINGS_KEY, None)
+    if settings is None or not settings.guard_all:
+        return None
+    from lifeguard.pytest_plugin import keeper
+    from lifeguard.pytest_plugin.session_report import WORKERS_FOLDER
+
+    if not keeper.keeps(session):
+        return None
+    return keeper.run_tests(session, settings.report_dir / WORKERS_FOLDER if settings.report_dir else None)
+
+
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """Under --lifeguard, note the next test: its evidence folder is made while this test's child runs."""
     settings = item.config.stash.get(SETTINGS_KEY, None)
@@ -330,10 +347,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     settings = config.stash.get(SETTINGS_KEY, None)
-    if settings is not None and settings.report_dir is not None and _xdist_controller(config):
+    if settings is not None and settings.report_dir is not None:
         from lifeguard.pytest_plugin.session_report import WORKERS_FOLDER
 
-        record_of(config).merge_workers(settings.report_dir / WORKERS_FOLDER)
+        workers = settings.report_dir / WORKERS_FOLDER  # pytest-xdist's, or crashed workers' (keeper)
+        if _xdist_controller(config) or (not hasattr(config, "workerinput") and workers.is_dir()):
+            record_of(config).merge_workers(workers)
     record = config.stash.get(RECORD_KEY, None)
     if record is not None:
         record.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)

@@ -53,9 +53,11 @@ def test_folder(nodeid: str) -> Path:
 class SessionRecord:
     """The pytest session's lifeguard session: its scenarios (one a test), their tallies, the report sinks."""
 
-    def __init__(self, interpreter: Interpreter, report_dir: Path | None, runs_root: Path) -> None:
+    def __init__(self, interpreter: Interpreter, report_dir: Path | None, runs_root: Path,
+                 fresh: bool = True) -> None:
         """``runs_root``: where failed runs keep their evidence without a report folder (pytest's own
-        temporary tree, which pytest rotates)."""
+        temporary tree, which pytest rotates); ``fresh``: false where a crashed worker's session goes on."""
+        self.fresh = fresh
         self.session = Session(interpreter, [])
         self.shard: tuple[int, int] | None = None  # --lifeguard-shard
         self.report_dir = report_dir
@@ -128,7 +130,7 @@ class SessionRecord:
         """Before a test's first run (a report folder is emptied of an earlier session's files when opened)."""
         if self._sinks is None:  # on the first test: a session without guarded tests writes nothing
             with harness_imports():  # the report writers' modules: not finalized in every forked test
-                self._sinks = sinks_for(terminal=False, report_dir=self.report_dir)
+                self._sinks = sinks_for(terminal=False, report_dir=self.report_dir, fresh=self.fresh)
                 self.session.runs_dir = self.runs_root
                 for sink in self._sinks:
                     sink.start(self.session, None)

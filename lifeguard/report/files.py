@@ -147,7 +147,9 @@ class ReportDirSink:
     cannot be written (a file, read-only, not ours) is refused before any run starts (ReportDirError).
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, fresh: bool = True) -> None:
+        """``fresh``: a new session's folder (an earlier one's files go); not where a crashed pytest worker's
+        session goes on (lifeguard.pytest_plugin.keeper), whose runs stay."""
         self.directory = directory
         claim_report_folder(directory)
         try:
@@ -161,9 +163,9 @@ class ReportDirSink:
             raise ReportDirError(f"--report {directory}: another lifeguard is writing this folder; "
                                  "wait for it or choose another folder") from None
         try:
-            for name in REPORT_FILES:
+            for name in REPORT_FILES if fresh else ():
                 (directory / name).unlink(missing_ok=True)
-            if not (directory / RUNS_FOLDER).is_symlink():  # refused by the claim; never emptied through
+            if fresh and not (directory / RUNS_FOLDER).is_symlink():  # refused by the claim; never emptied through
                 shutil.rmtree(directory / RUNS_FOLDER, ignore_errors=True)
             self.jsonl = JsonlSink(directory / "results.jsonl")
         except OSError as exc:

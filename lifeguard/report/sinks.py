@@ -10,7 +10,7 @@ from lifeguard.run.sink import Sink
 
 
 def sinks_for(*, terminal: bool, verbose: bool = False, report_dir: Path | None = None, quiet: bool = False,
-              live: bool = False, color: str = "auto", alone: bool = False) -> list[Sink]:
+              live: bool = False, color: str = "auto", alone: bool = False, fresh: bool = True) -> list[Sink]:
     """The terminal (unless ``terminal`` is false) and the report folder (when given: created, or refused in
     one line when it cannot be written)."""
     sinks: list[Sink] = []
@@ -21,5 +21,5 @@ def sinks_for(*, terminal: bool, verbose: bool = False, report_dir: Path | None 
     if report_dir is not None:
         from lifeguard.report.files import ReportDirSink  # json, the html and junit writers: only when asked
 
-        sinks.append(ReportDirSink(report_dir))
+        sinks.append(ReportDirSink(report_dir, fresh))
     return sinks

@@ -26,13 +26,12 @@ from lifeguard.proc.membership import (
     SubreaperMembership,
     session_folder,
 )
-from lifeguard.proc.procfs import ProcInfo, become_subreaper, libc
+from lifeguard.proc.procfs import PR_SET_PDEATHSIG, ProcInfo, become_subreaper, libc
 from lifeguard.proc.watchdog import Watchdog
 from lifeguard.run.headstart import take_watchdog
 from lifeguard.run.headstart_process import is_python_program
 
 CHOICES = ("auto", "cgroup", SUBREAPER)  # MEMBERSHIP_ENV's values
-PR_SET_PDEATHSIG = 1
 
 
 class Containment:
