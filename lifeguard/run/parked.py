@@ -53,10 +53,13 @@ def parked(pid: int) -> tuple[int, int] | None:
     if caught is None:
         return None
     missing = [signum for signum in PARKED_SIGNALS if not caught >> (signum - 1) & 1]
-    if len(missing) != 1:
+    if not missing or len(missing) == len(PARKED_SIGNALS):
         return None  # all caught (nothing parked), or none: not a process that parks
-    tid = _sleeping(pid, missing[0])
-    return (tid, missing[0]) if tid is not None else None
+    for signum in missing:  # more than one: another thread crashed too while the first waited (a torn heap)
+        tid = _sleeping(pid, signum)
+        if tid is not None:
+            return tid, signum
+    return None
 
 
 def parked_termination(pid: int) -> tuple[int, int, int] | None:

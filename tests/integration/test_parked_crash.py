@@ -39,6 +39,14 @@ void start_worker(void) {
 void check_invariant(int ok) { if (!ok) abort(); }
 void read_through(int *pointer) { volatile int value = *pointer; (void)value; }
 void write_through(int *pointer) { *pointer = 1; }
+static volatile int go;
+static void *aborter(void *arg) { (void)arg; while (!go) {} abort(); return 0; }
+void crash_twice(void) {  /* two threads crash at once, as in a torn heap: each parks */
+    pthread_t t;
+    pthread_create(&t, 0, aborter, 0);
+    go = 1;
+    *(volatile int *)0 = 1;
+}
 """
 
 needs_tools = pytest.mark.skipif(shutil.which("gcc") is None or gdb_available() is None,
@@ -120,6 +128,16 @@ def test_a_self_sent_sigsegv_still_ends_the_process(tmp_path: Path) -> None:
     assert run["signal"] == signal.SIGSEGV
     assert "survived" not in (Path(run["run_dir"]) / "stdout.txt").read_text()
     assert "survived" not in stdout
+
+
+@needs_tools
+def test_two_threads_crashing_at_once_are_read_too(tmp_path: Path, library: Path) -> None:
+    run, _ = crash_run(tmp_path, "-c", f"import ctypes\nctypes.CDLL({str(library)!r}).crash_twice()\n",
+                       expect="crashed@run")
+    process = crashed_process(run)
+    assert process["signal"]["name"] in ("SIGSEGV", "SIGABRT"), process["signal"]
+    names = [frame.get("function") for thread in process["threads"] for frame in thread["frames"]]
+    assert "crash_twice" in names or "aborter" in names, names
 
 
 # A forked child of a threaded parent parks SIGTERM (a library may end it so); one its parent sends goes on.
