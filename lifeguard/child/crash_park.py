@@ -87,8 +87,9 @@ def _park_action(sleep_address: int, flags: int) -> bytes:
     return bytes(action)
 
 
-def install() -> bool:
-    """Park every fatal signal in this process (and the processes it forks); False where it cannot."""
+def install(faulthandler_file: int = 2) -> bool:
+    """Park every fatal signal in this process (and the processes it forks); False where it cannot.
+    ``faulthandler_file``: where faulthandler writes, when it is on (descriptor 2, as -X faulthandler has it)."""
     if sys.platform != "linux" or sys.maxsize < 2**32:
         return False
     if not _prepared:
@@ -105,7 +106,7 @@ def install() -> bool:
         done = [sigaction(signum, action, None) == 0 for signum in protocol.PARKED_SIGNALS]
     finally:
         if enabled:
-            _enable_faulthandler()
+            _enable_faulthandler(faulthandler_file)
     _installed[0] = any(done)  # what remove() must undo
     return all(done)
 
@@ -128,11 +129,11 @@ def install_termination() -> bool:
     return sigaction(protocol.PARKED_TERMINATION, _park_action(sleep_address, SA_SIGINFO), None) == 0
 
 
-def _enable_faulthandler() -> None:
+def _enable_faulthandler(file: int = 2) -> None:
     # Descriptor 2, as -X faulthandler and a forked test's own set-up have it (not sys.stderr: a test's may be
     # pytest's capture).
     try:
-        faulthandler.enable(file=2, all_threads=True)
+        faulthandler.enable(file=file, all_threads=True)
     except (RuntimeError, ValueError, OSError):
         pass
 

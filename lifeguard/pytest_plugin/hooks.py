@@ -123,12 +123,18 @@ def pytest_configure(config: pytest.Config) -> None:
         note_harness_threads()
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionstart(session: pytest.Session) -> Generator[None, None, None]:
+    yield  # every plugin's start first (the terminal's header): a worker inherits it, printed once
     settings = session.config.stash.get(SETTINGS_KEY, None)
     if settings is not None and settings.guard_all:
         from lifeguard.child.forked_test import snapshot_harness_modules
+        from lifeguard.pytest_plugin import keeper
+        from lifeguard.pytest_plugin.session_report import WORKERS_FOLDER
 
         snapshot_harness_modules()  # what the plugins configured after lifeguard imported is the harness's too
+        if keeper.keeps(session.config):  # from here on in a worker a keeper replaces if pytest's process crashes
+            keeper.start(session.config, settings.report_dir / WORKERS_FOLDER if settings.report_dir else None)
 
 
 def _xdist_controller(config: pytest.Config) -> bool:
@@ -238,21 +244,6 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 
 @pytest.hookimpl(tryfirst=True)
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtestloop(session: pytest.Session) -> bool | None:
-    """Under --lifeguard the tests run in a worker a keeper replaces if pytest's own process crashes
-    (lifeguard.pytest_plugin.keeper)."""
-    settings = session.config.stash.get(SETTINGS_KEY, None)
-    if settings is None or not settings.guard_all:
-        return None
-    from lifeguard.pytest_plugin import keeper
-    from lifeguard.pytest_plugin.session_report import WORKERS_FOLDER
-
-    if not keeper.keeps(session):
-        return None
-    return keeper.run_tests(session, settings.report_dir / WORKERS_FOLDER if settings.report_dir else None)
-
-
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """Under --lifeguard, note the next test: its evidence folder is made while this test's child runs."""
     settings = item.config.stash.get(SETTINGS_KEY, None)

@@ -1,16 +1,17 @@
 """pytest --lifeguard's session keeper: the tests run in a worker forked from the pytest process, so a crash of
-pytest's own process (a fixture's teardown, a test lifeguard does not fork) fails the test it was in and the
-session goes on, as pytest-xdist replaces a crashed worker.
+pytest's own process (a fixture's setup or teardown, a test lifeguard does not fork) fails the test it was in
+and the session goes on, as pytest-xdist replaces a crashed worker.
 
-At pytest_runtestloop the process forks. The worker runs the tests as pytest would and ends the session itself
-(summary, junit.xml, lifeguard's report); the keeper waits and exits with its status. The worker writes a line
-for each test it starts and each report it makes (pytest's own serialized form) to a file the keeper holds. If
-the worker dies of a signal in a test, the keeper logs its finished reports (to every plugin but the terminal,
-which printed them), an error for the phase the worker died in, and forks a new worker for the tests after it.
-The worker parks its crashes (lifeguard.child.crash_park), so the error shows the native stack of the crash.
-A report folder's runs of a dead worker move to ``DIR/workers/``, which the last worker merges, as pytest-xdist's
-controller does. Under pytest-xdist, for --collect-only and in pytest.main() called by a program that goes on
-after it, nothing changes.
+When the session has started (its header printed), the process forks. The worker collects, runs the tests and
+ends the session as pytest would (summary, junit.xml, lifeguard's report); the keeper waits and exits with its
+status. The worker writes a line for each test it starts, each report it makes (pytest's own serialized form)
+and each test it ends, to a file the keeper holds. If it dies of a signal in a test, the keeper forks a new
+worker, which collects again, runs none of the tests the dead workers began, logs their reports to every plugin
+but the terminal (which printed them) and into the terminal's counts, logs an error for the phase the crash
+was in, then runs the rest. Each worker parks its crashes (lifeguard.child.crash_park), so that error carries
+the native stack of the crash. A report folder's runs of a dead worker move to ``DIR/workers/``, which the last
+worker merges, as pytest-xdist's controller does. Under pytest-xdist, for --collect-only and in pytest.main()
+called by a program that goes on after it, nothing changes.
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ TestPhase = Literal["setup", "call", "teardown"]
 PHASES: tuple[TestPhase, ...] = ("setup", "call", "teardown")
 WORKER_LINE_LIMIT = 16 * 1024 * 1024  # a serialized report larger than this is not kept for a replay
 NATIVE_LINES = 30  # of the crashed thread's stack, in the test's error (its Python frames are printed above)
+SI_KERNEL = 0x80  # si_code of a signal the kernel sent: a terminal's Ctrl-C
 LOOK_INTERVAL = 0.25  # seconds between looks for a crash parked in the worker
+INTERRUPT_GRACE = 2.0  # seconds a worker has to show that a SIGINT sent to its group reached it
+INTERRUPTED_LINE = b'{"interrupted": true}\n'  # what a worker writes when pytest sees its KeyboardInterrupt
 CRASH_HELP = ("the pytest process died of {signal} during this test's {phase}, which runs in pytest's own process "
               "(under --lifeguard only a test's body is forked){python}. lifeguard went on with the tests after it "
               "in a new process, as pytest-xdist replaces a crashed worker")
@@ -50,6 +54,13 @@ class WorkerLog:
     current: str | None = None  # node id of the test in progress
     location: tuple[str, int | None, str] | None = None
     reports: list[dict[str, Any]] = field(default_factory=list)  # the test in progress's reports so far
+
+    finished_ids: list[str] = field(default_factory=list)
+
+    @property
+    def begun(self) -> list[str]:
+        """The tests this worker began: those it finished and the one it died in."""
+        return self.finished_ids + ([self.current] if self.current else [])
 
     @classmethod
     def read(cls, fd: int) -> WorkerLog:
@@ -69,6 +80,7 @@ class WorkerLog:
                 log.location = (str(where[0]), where[1], str(where[2])) if isinstance(where, list) else None
             elif entry.get("finish") and log.current is not None:
                 log.finished.append(log.reports)
+                log.finished_ids.append(log.current)
                 log.current, log.reports = None, []
             elif isinstance(entry.get("report"), dict):
                 log.reports.append(entry["report"])
@@ -100,15 +112,26 @@ class WorkerChannel:
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         self._write({"finish": nodeid})
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self) -> None:
+        os.write(self.fd, INTERRUPTED_LINE)  # the keeper need not pass on a SIGINT
 
-def keeps(session: pytest.Session) -> bool:
-    """Whether this session's tests run under a keeper: --lifeguard, pytest run as a command, not pytest-xdist,
-    tests to run."""
-    config = session.config
-    return (sys.platform == "linux" and _pytest_is_the_program() and not hasattr(config, "workerinput")
-            and not (getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", "no") != "no")
-            and not config.option.collectonly and bool(session.items)
-            and not (session.testsfailed and not config.option.continue_on_collection_errors))
+
+@dataclass(frozen=True)
+class Crash:
+    """A worker that died in a test: what it wrote, the signal, the native stack read while it waited."""
+
+    log: WorkerLog
+    signum: int
+    native: ProcessStacks | None
+
+
+def keeps(config: pytest.Config) -> bool:
+    """Whether this session's tests run under a keeper: pytest run as a command, not pytest-xdist's, tests to
+    run (the caller checks --lifeguard)."""
+    return (sys.platform == "linux" and hasattr(os, "pidfd_open") and _pytest_is_the_program()
+            and not hasattr(config, "workerinput") and not config.option.collectonly
+            and not (getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", "no") != "no"))
 
 
 def _pytest_is_the_program() -> bool:
@@ -124,13 +147,10 @@ def _pytest_is_the_program() -> bool:
     return False
 
 
-def run_tests(session: pytest.Session, workers_folder: Path | None) -> bool | None:
-    """pytest_runtestloop under a keeper: in a worker, its tests' loop; in the keeper, never returns when a
-    worker's session ended on its own (it exits with its status), and True when it ends the session itself (no
-    test left after a crash); None where no worker can be made (the tests run here)."""
-    config = session.config
-    items = list(session.items)
-    crashes = 0
+def start(config: pytest.Config, workers_folder: Path | None) -> None:
+    """At the end of the session's start: returns in each worker, which goes on with the session; the keeper
+    never returns (it exits as the last worker did). Where no worker can be made, returns here."""
+    crashes: list[Crash] = []
     while True:
         log_fd = _log_file()
         for stream in (sys.stdout, sys.stderr):
@@ -139,29 +159,45 @@ def run_tests(session: pytest.Session, workers_folder: Path | None) -> bool | No
             pid = posix.fork()  # the real one, as for a forked test
         except OSError:
             os.close(log_fd)
-            return None  # no worker: the tests run here, as without a keeper
+            if not crashes:
+                return  # the tests run here, as without a keeper
+            os._exit(pytest.ExitCode.INTERNAL_ERROR)
         if pid == 0:
-            _become_worker(session, items, log_fd)
-            return _run(session, items)
-        status, native = _wait(pid)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a worker after a crash: see _wait
+            _become_worker(config, log_fd, crashes)
+            return
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        status, native = _wait(pid, log_fd)
         log = WorkerLog.read(log_fd) if os.WIFSIGNALED(status) else WorkerLog()
         os.close(log_fd)
         if log.current is None:
             _end_as(status)  # the worker's session ended (or it died outside any test: as pytest alone would)
-        crashes += 1
-        config.stash[CONTINUED_KEY] = True  # its report folder's runs stay (this keeper's, the next worker's)
-        _replay(config, log, os.WTERMSIG(status), native)
+        crashes.append(Crash(log, os.WTERMSIG(status), native))
+        sys.stdout.write(f"\nlifeguard: pytest's process died of {_signal_name(crashes[-1].signum)} in {log.current}; "
+                         "a new one goes on with the tests after it\n")
+        config.stash[CONTINUED_KEY] = True  # its report folder's runs stay
         if workers_folder is not None:
-            _set_aside(workers_folder, crashes)
-        done = next((at for at, item in enumerate(items) if item.nodeid == log.current), len(items) - 1)
-        items = items[done + 1:]
-        if not items or session.shouldfail or session.shouldstop:
-            session.items = items
-            if session.shouldfail:
-                raise session.Failed(session.shouldfail)
-            if session.shouldstop:
-                raise session.Interrupted(session.shouldstop)
-            return True
+            _set_aside(workers_folder, len(crashes))
+
+
+class Continuation:
+    """A worker after a crash: the tests the dead workers began are collected but not run again, their reports
+    logged quietly, the crashes' errors logged, then the rest runs."""
+
+    def __init__(self, crashes: list[Crash]) -> None:
+        self.crashes = crashes
+        self.begun = {nodeid for crash in crashes for nodeid in crash.log.begun}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        config = session.config
+        if (session.testsfailed and not config.option.continue_on_collection_errors) or config.option.collectonly:
+            return None  # pytest's own loop stops the session (errors during collection)
+        for crash in self.crashes:
+            _replay(config, crash)
+        if session.shouldfail:
+            raise session.Failed(session.shouldfail)
+        return _run(session, [item for item in session.items if item.nodeid not in self.begun])
 
 
 def _log_file() -> int:
@@ -184,47 +220,63 @@ def _run(session: pytest.Session, items: list[pytest.Item]) -> bool:
     return True
 
 
-def _become_worker(session: pytest.Session, items: list[pytest.Item], log_fd: int) -> None:
+def _become_worker(config: pytest.Config, log_fd: int, crashes: list[Crash]) -> None:
     from lifeguard.child import crash_park
     from lifeguard.proc.procfs import PR_SET_PDEATHSIG, libc
 
     libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the worker never outlives its keeper
     if os.getppid() == 1:
         os._exit(1)  # the keeper died before the line above
-    crash_park.install()  # a crash here waits for the keeper to read its stacks
-    session.config.pluginmanager.register(WorkerChannel(session.config, log_fd), "lifeguard-keeper-channel")
-    session.items = items
+    # A crash here waits for the keeper to read its stacks; faulthandler's Python stacks still go where pytest's
+    # faulthandler plugin sends them (a copy of the terminal's stderr: descriptor 2 is captured during a test).
+    from _pytest.faulthandler import fault_handler_stderr_fd_key
+
+    crash_park.install(faulthandler_file=config.stash.get(fault_handler_stderr_fd_key, 2))
+    config.pluginmanager.register(WorkerChannel(config, log_fd), "lifeguard-keeper-channel")
+    if crashes:
+        config.pluginmanager.register(Continuation(crashes), "lifeguard-keeper-continuation")
 
 
-def _wait(pid: int) -> tuple[int, ProcessStacks | None]:
-    """The worker's wait status and, when it crashed parked, its stacks; Ctrl-C is the worker's to handle (it
-    ends its session and says so)."""
-    from lifeguard.capture.native import available_hang_backends, capture_process
+def _wait(pid: int, log_fd: int) -> tuple[int, ProcessStacks | None]:
+    """The worker's wait status and, when it crashed parked, its stacks; the stack readers are loaded only for a
+    crash. SIGINT is the worker's to handle (it ends its session and says so): a terminal's Ctrl-C reaches it
+    itself, and so may a signal sent to the process group; one the worker does not show it got within
+    INTERRUPT_GRACE (sent to this process alone: kill -INT) is passed on, once."""
     from lifeguard.child.readable import readable
     from lifeguard.run.parked import ParkedCrashes
 
-    backends = available_hang_backends()
-    parked = ParkedCrashes(lambda pids: [capture_process(p, backends, thorough=True) for p in pids])
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        handle = os.pidfd_open(pid)
-    except OSError:
-        handle = None
+    def capture(pids: list[int]) -> list[ProcessStacks]:
+        from lifeguard.capture.native import available_hang_backends, capture_process
+
+        return [capture_process(p, available_hang_backends(), thorough=True) for p in pids]
+
+    parked = ParkedCrashes(capture)
+    handle = os.pidfd_open(pid)
     try:
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 return status, next(iter(parked.stacks), None)
-            if backends:
-                parked.look([pid])
-            if handle is not None:
-                readable([handle], LOOK_INTERVAL)
-            else:
-                time.sleep(LOOK_INTERVAL / 10)
+            parked.look([pid])
+            sent = signal.sigtimedwait([signal.SIGINT], 0)
+            if sent is not None and sent.si_code != SI_KERNEL and not _interrupted(pid, log_fd, handle):
+                os.kill(pid, signal.SIGINT)
+            readable([handle], LOOK_INTERVAL)
     finally:
-        if handle is not None:
-            os.close(handle)
-        signal.signal(signal.SIGINT, previous)
+        os.close(handle)
+
+
+def _interrupted(pid: int, log_fd: int, handle: int) -> bool:
+    """Whether the worker shows, within INTERRUPT_GRACE, that an interrupt reached it: it logs pytest's
+    keyboard-interrupt hook, or it ends."""
+    from lifeguard.child.readable import readable
+
+    deadline = time.monotonic() + INTERRUPT_GRACE
+    while time.monotonic() < deadline:
+        size = os.fstat(log_fd).st_size
+        if INTERRUPTED_LINE in os.pread(log_fd, 4096, max(0, size - 4096)) or readable([handle], 0.05):
+            return True
+    return False
 
 
 def _end_as(status: int) -> None:
@@ -236,9 +288,10 @@ def _end_as(status: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
 
-def _replay(config: pytest.Config, log: WorkerLog, signum: int, native: ProcessStacks | None) -> None:
-    """The dead worker's reports into this process's plugins and counts (the terminal printed them already),
-    then the error of the test it died in, printed."""
+def _replay(config: pytest.Config, crash: Crash) -> None:
+    """A dead worker's reports into this process's plugins and counts (the terminal printed them already), then
+    the error of the test it died in, printed."""
+    log, signum, native = crash.log, crash.signum, crash.native
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     quiet = config.pluginmanager.subset_hook_caller("pytest_runtest_logreport",
                                                     [terminal] if terminal is not None else [])
@@ -251,16 +304,16 @@ def _replay(config: pytest.Config, log: WorkerLog, signum: int, native: ProcessS
             category = config.hook.pytest_report_teststatus(report=report, config=config)[0]
             terminal.stats.setdefault(category, []).append(report)
             reported = getattr(terminal, "_progress_nodeids_reported", None)
-            if isinstance(reported, set):
+            if isinstance(reported, set):  # pytest's progress counts it (private: where it is)
                 reported.add(report.nodeid)
     assert log.current is not None
     location = log.location or (log.current.split("::")[0], None, log.current)
     phases = [str(data.get("when")) for data in log.reports]
     phase: TestPhase = next((p for p in PHASES if p not in phases), "teardown")
-    name = signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else f"signal {signum}"
     from _pytest.reports import TestReport
 
-    text = CRASH_HELP.format(signal=name, phase=phase, python=PYTHON_STACKS if faulthandler.is_enabled() else "")
+    python = PYTHON_STACKS if faulthandler.is_enabled() else ""
+    text = CRASH_HELP.format(signal=_signal_name(signum), phase=phase, python=python)
     if native is not None and native.signal is not None:
         crashed = tuple(t for t in native.threads if t.tid == native.signal.tid)
         text += "\n\nNative stack of the crash (read while it waited in lifeguard's fatal-signal handler):\n"
@@ -269,8 +322,13 @@ def _replay(config: pytest.Config, log: WorkerLog, signum: int, native: ProcessS
         if len(lines) > NATIVE_LINES:
             text += f"\n    ({len(lines) - NATIVE_LINES} more lines: the interpreter's frames down to main)"
     error = TestReport(log.current, location, {}, "failed", text, phase)
+    config.hook.pytest_runtest_logstart(nodeid=log.current, location=location)
     config.hook.pytest_runtest_logreport(report=error)
     config.hook.pytest_runtest_logfinish(nodeid=log.current, location=location)
+
+
+def _signal_name(signum: int) -> str:
+    return signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else f"signal {signum}"
 
 
 def _set_aside(workers_folder: Path, crashes: int) -> None:

@@ -665,7 +665,8 @@ def test_pytest_s_process_forks_each_test_with_no_thread_of_lifeguard_s_running(
     result = plugin_env.runpytest_subprocess("--lifeguard", "-W", "error::DeprecationWarning",
                                              timeout=INNER_SESSION_TIMEOUT)
     result.assert_outcomes(passed=2)
-    assert counts.read_text().split() == ["1", "1"]  # the relays' pumps start after the fork
+    # The keeper's fork of its worker, then one a test; the relays' pumps start after the fork.
+    assert counts.read_text().split() == ["1", "1", "1"]
 
 
 # The supervisor descheduled just after the fork (as on a loaded machine), before it has told its watchdog of

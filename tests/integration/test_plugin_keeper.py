@@ -64,6 +64,7 @@ def test_a_crash_in_a_fixture_is_that_tests_error_and_the_session_goes_on(plugin
     out = result.stdout.str()
     assert f"ERROR at {phase} of test_b_crashes" in out
     assert f"the pytest process died of SIGSEGV during this test's {phase}" in out
+    assert "lifeguard: pytest's process died of SIGSEGV in test_crash.py::test_b_crashes" in out
     assert "an ordinary failure before the crash" in out  # the first worker's failure, in the final summary
     if available_hang_backends():  # the crash waited in the worker for its native stack to be read
         assert "Native stack of the crash" in out and "string_at" in out
