@@ -14,6 +14,8 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,13 +43,16 @@ def case(group: str, name: str) -> Callable[[Case], Case]:
 
 
 def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = CLI_TIMEOUT,
-        shell: str = "") -> subprocess.CompletedProcess[str]:
+        shell: str = "", before: str = "") -> subprocess.CompletedProcess[str]:
+    """The CLI in its own session; ``before`` and ``shell``: bash around it (``before`` ends in ``exec `` to keep
+    lifeguard the shell's process)."""
     full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
     argv = [sys.executable, "-m", "lifeguard", *args]
     command: list[str] | str = argv
-    if shell:
-        command = " ".join(f"'{a}'" for a in argv) + shell
-    proc = subprocess.Popen(command, shell=bool(shell), executable="/bin/bash" if shell else None,
+    if shell or before:
+        command = before + shlex.join(argv) + shell
+    in_bash = isinstance(command, str)
+    proc = subprocess.Popen(command, shell=in_bash, executable="/bin/bash" if in_bash else None,
                             cwd=cwd or ROOT, env=full, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
                             stdin=subprocess.DEVNULL)
@@ -827,6 +832,76 @@ def case_teardown_segfault(tmp: Path) -> tuple[bool, str]:
     errors = suite.get("errors") if suite is not None else None
     ok = done.returncode == 1 and "2 passed, 1 error" in done.stdout and errors == "1"
     return ok, f"rc {done.returncode}, junit.xml errors {errors}"
+
+
+def _memory_cgroup() -> tuple[Path, tuple[str, ...]] | None:
+    """A writable memory cgroup hierarchy's mount and its limit files (v1, or v2 with memory), or None."""
+    with open("/proc/self/mountinfo") as f:
+        mounts = [line.split() for line in f]
+    for parts in mounts:
+        if parts[parts.index("-") + 1] == "cgroup" and "memory" in parts[-1].split(","):
+            return Path(parts[4]), ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes")
+    for parts in mounts:
+        controllers = Path(parts[4]) / "cgroup.subtree_control"
+        if parts[parts.index("-") + 1] == "cgroup2" and controllers.exists() and \
+                "memory" in controllers.read_text().split():
+            return Path(parts[4]), ("memory.max", "memory.swap.max")
+    return None
+
+
+@case("errors", "an out-of-memory kill in a 100 MiB memory cgroup")
+def case_oom(tmp: Path) -> tuple[bool, str]:
+    found = _memory_cgroup()
+    if found is None or os.geteuid() != 0:
+        return False, "needs root and a memory cgroup hierarchy"
+    mount, files = found
+    folder = mount / f"lifeguard-audit-oom-{os.getpid()}"
+    folder.mkdir()
+    try:
+        for name in files:
+            if (folder / name).exists():
+                (folder / name).write_text(str(100 * 2**20))
+        program = "hog = b'x' * (400 * 2**20)"
+        proc = cli("run", "--no-native", "--report", str(tmp / "r"), "-c", program,
+                   before=f"echo $$ > {folder / 'cgroup.procs'} && exec ")
+        runs = report(tmp / "r")["runs"] if (tmp / "r" / "report.json").exists() else []
+        kinds = [finding["kind"] for finding in runs[0]["findings"]] if runs else []
+        ok = proc.returncode == EXIT_LIFETIME and kinds == ["out-of-memory"] and "[crash]" not in proc.stdout
+        return ok, f"rc {proc.returncode}, findings {kinds}"
+    finally:
+        for _ in range(500):
+            try:
+                folder.rmdir()
+                break
+            except OSError:
+                time.sleep(0.01)
+
+
+@case("ownership", "a lifeguard in a PID namespace beside a live one")
+def case_pid_namespace(tmp: Path) -> tuple[bool, str]:
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        return False, "needs root and unshare"
+    started = tmp / "started"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LIFEGUARD_MEMBERSHIP="cgroup")
+    program = f"import os, time\nopen({str(started)!r}, 'w').write(str(os.getpid()))\ntime.sleep(8)\n"
+    outside = subprocess.Popen([sys.executable, "-m", "lifeguard", "run", "--no-native", "-c", program], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               stdin=subprocess.DEVNULL)
+    try:
+        if not wait_for(lambda: started.exists() and started.read_text() != "", 60):
+            return False, "the outside run never started"
+        inside = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "lifeguard",
+                                 "run", "--no-native", "-c", "pass"], env=env, capture_output=True, text=True,
+                                timeout=CLI_TIMEOUT, stdin=subprocess.DEVNULL)
+        survived = alive(int(started.read_text()))
+        out, err = outside.communicate(timeout=CLI_TIMEOUT)
+        ok = inside.returncode == 0 and survived and outside.returncode == 0
+        return ok, (f"inside rc {inside.returncode}, outside run {'alive' if survived else 'KILLED'}, "
+                    f"outside rc {outside.returncode}")
+    finally:
+        with contextlib.suppress(OSError):
+            os.killpg(outside.pid, signal.SIGKILL)
+        outside.wait(timeout=30)
 
 
 def main(argv: list[str] | None = None) -> int:
