@@ -151,6 +151,7 @@ def start(config: pytest.Config, workers_folder: Path | None) -> None:
     """At the end of the session's start: returns in each worker, which goes on with the session; the keeper
     never returns (it exits as the last worker did). Where no worker can be made, returns here."""
     crashes: list[Crash] = []
+    keeper = os.getpid()
     while True:
         log_fd = _log_file()
         for stream in (sys.stdout, sys.stderr):
@@ -164,7 +165,7 @@ def start(config: pytest.Config, workers_folder: Path | None) -> None:
             os._exit(pytest.ExitCode.INTERNAL_ERROR)
         if pid == 0:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a worker after a crash: see _wait
-            _become_worker(config, log_fd, crashes)
+            _become_worker(config, log_fd, crashes, keeper)
             return
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         status, native = _wait(pid, log_fd)
@@ -209,8 +210,8 @@ def _log_file() -> int:
 
 
 def _run(session: pytest.Session, items: list[pytest.Item]) -> bool:
-    """pytest's own test loop over a worker's tests (without its check for collection errors: an error the
-    keeper logged for a crashed test counts as one)."""
+    """pytest's own test loop over a worker's tests (without its check for collection errors: the error logged
+    for a crashed test counts as one)."""
     for at, item in enumerate(items):
         item.config.hook.pytest_runtest_protocol(item=item, nextitem=items[at + 1] if at + 1 < len(items) else None)
         if session.shouldfail:
@@ -220,12 +221,12 @@ def _run(session: pytest.Session, items: list[pytest.Item]) -> bool:
     return True
 
 
-def _become_worker(config: pytest.Config, log_fd: int, crashes: list[Crash]) -> None:
+def _become_worker(config: pytest.Config, log_fd: int, crashes: list[Crash], keeper: int) -> None:
     from lifeguard.child import crash_park
     from lifeguard.proc.procfs import PR_SET_PDEATHSIG, libc
 
     libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the worker never outlives its keeper
-    if os.getppid() == 1:
+    if os.getppid() != keeper:
         os._exit(1)  # the keeper died before the line above
     # A crash here waits for the keeper to read its stacks; faulthandler's Python stacks still go where pytest's
     # faulthandler plugin sends them (a copy of the terminal's stderr: descriptor 2 is captured during a test).
