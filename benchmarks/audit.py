@@ -714,6 +714,15 @@ def case_bounds(tmp: Path) -> tuple[bool, str]:
     return codes == [2] * len(tries), f"rc {codes}"
 
 
+@case("inputs", "a current folder that was deleted")
+def case_deleted_folder(tmp: Path) -> tuple[bool, str]:
+    gone = tmp / "gone"
+    gone.mkdir()
+    done = cli("run", "--no-native", "-c", "pass", before=f"cd {gone} && rmdir {gone} && exec ")
+    ok = done.returncode == 2 and "Traceback" not in done.stderr and "no longer exists" in done.stderr
+    return ok, f"rc {done.returncode}"
+
+
 @case("inputs", "timeout=10**400, repeat=10**20 in @scenario")
 def case_decorator_bounds(tmp: Path) -> tuple[bool, str]:
     codes = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 from lifeguard import __version__
 from lifeguard.cli.commands import COMMANDS
 from lifeguard.cli.options import Parser
-from lifeguard.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, LifeguardError
+from lifeguard.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, LifeguardError, UsageError
 from lifeguard.report.escape import for_terminal
 from lifeguard.report.stream import SafeOutput
 from lifeguard.run.shutdown import shutdown
@@ -63,6 +64,7 @@ def _main(parser: Parser, argv: Sequence[str] | None) -> int:
         if args.command is None:
             parser.print_help()
             return EXIT_USAGE
+        _check_folder()
         return int(args.handler.run(args))
     except LifeguardError as exc:
         _say(f"lifeguard: error: {exc}")
@@ -80,6 +82,15 @@ def _main(parser: Parser, argv: Sequence[str] | None) -> int:
         print("lifeguard: internal error (a bug in lifeguard); please report it with the traceback above",
               file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _check_folder() -> None:
+    """Every command works in or from the current folder: one that was deleted is said at once."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise UsageError("the current folder no longer exists (it was deleted or moved): cd into one that "
+                         "does") from None
 
 
 def _say(text: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import load_report, run_cli
+from tests.helpers import ROOT, load_report, run_cli
 
 BOUND = 60.0  # seconds: a refusal is immediate; a hang is what these cases once were
 
@@ -73,3 +73,14 @@ def test_decorator_values_past_any_real_use_are_one_line(tmp_path: Path, decorat
     path = tmp_path / "big.py"
     path.write_text(f"import lifeguard\n\n\n@lifeguard.scenario({decorator})\ndef big():\n    pass\n")
     _refused("run", "--no-native", str(path), said=said)
+
+
+@pytest.mark.parametrize("command", [["run", "--no-native", "-c", "pass"], ["list"]])
+def test_a_current_folder_that_was_deleted_is_one_line(tmp_path: Path, command: list[str]) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    # PYTHONPATH without an empty entry: Python itself cannot start with the current folder on its path and gone.
+    proc = run_cli(*command, timeout=BOUND, shell_setup=f"cd {gone} && rmdir {gone}", env={"PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "lifeguard: error: the current folder no longer exists" in proc.stderr, proc.stderr
