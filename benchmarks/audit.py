@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lifeguard.errors import EXIT_LIFETIME  # noqa: E402  (a plain target run alone that escaped: a leftover)
+from tests.helpers import memory_limited_cgroup  # noqa: E402
 
 CLI_TIMEOUT = 300.0
 Case = Callable[[Path], tuple[bool, str]]
@@ -843,47 +844,17 @@ def case_teardown_segfault(tmp: Path) -> tuple[bool, str]:
     return ok, f"rc {done.returncode}, junit.xml errors {errors}"
 
 
-def _memory_cgroup() -> tuple[Path, tuple[str, ...]] | None:
-    """A writable memory cgroup hierarchy's mount and its limit files (v1, or v2 with memory), or None."""
-    with open("/proc/self/mountinfo") as f:
-        mounts = [line.split() for line in f]
-    for parts in mounts:
-        if parts[parts.index("-") + 1] == "cgroup" and "memory" in parts[-1].split(","):
-            return Path(parts[4]), ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes")
-    for parts in mounts:
-        controllers = Path(parts[4]) / "cgroup.subtree_control"
-        if parts[parts.index("-") + 1] == "cgroup2" and controllers.exists() and \
-                "memory" in controllers.read_text().split():
-            return Path(parts[4]), ("memory.max", "memory.swap.max")
-    return None
-
-
 @case("errors", "an out-of-memory kill in a 100 MiB memory cgroup")
 def case_oom(tmp: Path) -> tuple[bool, str]:
-    found = _memory_cgroup()
-    if found is None or os.geteuid() != 0:
-        return False, "needs root and a memory cgroup hierarchy"
-    mount, files = found
-    folder = mount / f"lifeguard-audit-oom-{os.getpid()}"
-    folder.mkdir()
-    try:
-        for name in files:
-            if (folder / name).exists():
-                (folder / name).write_text(str(100 * 2**20))
-        program = "hog = b'x' * (400 * 2**20)"
-        proc = cli("run", "--no-native", "--report", str(tmp / "r"), "-c", program,
+    with memory_limited_cgroup(100 * 2**20, "lifeguard-audit-oom") as folder:
+        if folder is None:
+            return False, "needs root and a memory cgroup hierarchy"
+        proc = cli("run", "--no-native", "--report", str(tmp / "r"), "-c", "hog = b'x' * (400 * 2**20)",
                    before=f"echo $$ > {folder / 'cgroup.procs'} && exec ")
-        runs = report(tmp / "r")["runs"] if (tmp / "r" / "report.json").exists() else []
-        kinds = [finding["kind"] for finding in runs[0]["findings"]] if runs else []
-        ok = proc.returncode == EXIT_LIFETIME and kinds == ["out-of-memory"] and "[crash]" not in proc.stdout
-        return ok, f"rc {proc.returncode}, findings {kinds}"
-    finally:
-        for _ in range(500):
-            try:
-                folder.rmdir()
-                break
-            except OSError:
-                time.sleep(0.01)
+    runs = report(tmp / "r")["runs"] if (tmp / "r" / "report.json").exists() else []
+    kinds = [finding["kind"] for finding in runs[0]["findings"]] if runs else []
+    ok = proc.returncode == EXIT_LIFETIME and kinds == ["out-of-memory"] and "[crash]" not in proc.stdout
+    return ok, f"rc {proc.returncode}, findings {kinds}"
 
 
 @case("ownership", "a lifeguard in a PID namespace beside a live one")

@@ -6,13 +6,14 @@ Nothing here starts a process at import; tests/unit/ imports none of it but ROOT
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -229,3 +230,45 @@ def build_shared_library(folder: Path, name: str, source: str, *flags: str, comp
     subprocess.run([compiler, "-shared", "-fPIC", *(flags or ("-g", "-O1")), "-o", str(built), str(source_file),
                     "-lpthread"], check=True, timeout=COMPILE_TIMEOUT, capture_output=True)
     return built
+
+
+def memory_hierarchy() -> tuple[Path, tuple[str, ...]] | None:
+    """A writable memory cgroup hierarchy: its mount and the limit files to write (v1, or v2 with memory)."""
+    with open("/proc/self/mountinfo") as f:
+        mounts = [line.split() for line in f]
+    for parts in mounts:
+        fstype, options = parts[parts.index("-") + 1], parts[-1]
+        if fstype == "cgroup" and "memory" in options.split(","):
+            return Path(parts[4]), ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes")
+    for parts in mounts:
+        if parts[parts.index("-") + 1] == "cgroup2":
+            mount = Path(parts[4])
+            controllers = (mount / "cgroup.subtree_control")
+            if controllers.exists() and "memory" in controllers.read_text().split():
+                return mount, ("memory.max", "memory.swap.max")
+    return None
+
+
+@contextlib.contextmanager
+def memory_limited_cgroup(limit: int, name: str) -> Iterator[Path | None]:
+    """A new memory cgroup limited to ``limit`` bytes (swap too, so the kernel must kill), removed after; None
+    without root or a memory hierarchy."""
+    found = memory_hierarchy()
+    if found is None or os.geteuid() != 0:
+        yield None
+        return
+    mount, files = found
+    folder = mount / f"{name}-{os.getpid()}"
+    folder.mkdir()
+    try:
+        for file in files:
+            if (folder / file).exists():
+                (folder / file).write_text(str(limit))
+        yield folder
+    finally:
+        for _ in range(500):  # its members are gone once lifeguard has exited; the kernel may take a moment
+            try:
+                folder.rmdir()
+                break
+            except OSError:
+                time.sleep(0.01)

@@ -3,56 +3,23 @@ real memory cgroup with a 100 MiB limit holds lifeguard and a program that fills
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from lifeguard.errors import EXIT_LIFETIME
-from tests.helpers import load_report, run_cli
+from tests.helpers import load_report, memory_limited_cgroup, run_cli
 
 LIMIT = 100 * 2**20
 
 
-def _memory_hierarchy() -> tuple[Path, tuple[str, ...]] | None:
-    """A writable memory cgroup hierarchy: its mount and the limit files to write (v1, or v2 with memory)."""
-    with open("/proc/self/mountinfo") as f:
-        mounts = [line.split() for line in f]
-    for parts in mounts:
-        fstype, options = parts[parts.index("-") + 1], parts[-1]
-        if fstype == "cgroup" and "memory" in options.split(","):
-            return Path(parts[4]), ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes")
-    for parts in mounts:
-        if parts[parts.index("-") + 1] == "cgroup2":
-            mount = Path(parts[4])
-            controllers = (mount / "cgroup.subtree_control")
-            if controllers.exists() and "memory" in controllers.read_text().split():
-                return mount, ("memory.max", "memory.swap.max")
-    return None
-
-
 @pytest.fixture
 def limited() -> Iterator[Path]:
-    found = _memory_hierarchy()
-    if found is None or os.geteuid() != 0:
-        pytest.skip("needs root and a memory cgroup hierarchy to make a limited cgroup in")
-    mount, files = found
-    folder = mount / f"lifeguard-test-oom-{os.getpid()}"
-    folder.mkdir()
-    try:
-        for name in files:
-            if (folder / name).exists():
-                (folder / name).write_text(str(LIMIT))  # with swap limited too, the kernel must kill
+    with memory_limited_cgroup(LIMIT, "lifeguard-test-oom") as folder:
+        if folder is None:
+            pytest.skip("needs root and a memory cgroup hierarchy to make a limited cgroup in")
         yield folder
-    finally:
-        for _ in range(500):  # its members are gone once lifeguard has exited; the kernel may take a moment
-            try:
-                folder.rmdir()
-                break
-            except OSError:
-                time.sleep(0.01)
 
 
 def test_an_oom_kill_is_named_with_the_limit_not_a_crash(limited: Path, tmp_path: Path) -> None:
