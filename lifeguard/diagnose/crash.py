@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from lifeguard.diagnose.evidence import Evidence, describe, matches
 from lifeguard.diagnose.messages import Quote, cause_quote
+from lifeguard.diagnose.runtimes import in_standard_library
 from lifeguard.model.outcomes import Outcome
 from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack
 
@@ -72,12 +73,19 @@ def crash_frame(thread: ThreadStack) -> tuple[int, Frame] | None:
     aborted = next((at for at in range(len(thread.frames) - 1, -1, -1)
                     if matches(thread.frames[at].function, ("abort", "__GI_abort"))), None)
     for position, frame in enumerate(thread.frames):
-        if aborted is not None and position > aborted and _in_libc(frame):
-            continue  # libc's callers of abort (assert, heap and fortify checks, however symbolized): a report
+        if aborted is not None and position > aborted and (_in_libc(frame) or _runtime_panic(frame)):
+            continue  # the runtime's callers of abort (assert, heap checks, a Rust panic's hook): a report
         # An unnamed frame of a library is still where it crashed ("?? in libfoo.so"), not its caller in libc.
         if not frame.is_python and not is_plumbing(frame) and (frame.function or frame.library):
             return position, frame
     return None
+
+
+def _runtime_panic(frame: Frame) -> bool:
+    """A frame of a standard library's way to a deliberate abort: Rust's panic machinery (std::panicking,
+    core::panicking, __rustc::rust_begin_unwind) and C++'s std:: functions."""
+    name = frame.function or ""
+    return not frame.is_python and (in_standard_library(name) or name.lstrip("_").startswith(("rustc::", "rust_")))
 
 
 def _in_libc(frame: Frame) -> bool:

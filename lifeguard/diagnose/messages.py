@@ -84,7 +84,7 @@ MESSAGES: tuple[LibraryMessage, ...] = (
        "static destructors and worker threads."),
     _m("nanobind", r"nanobind: leaked \d+ (instances|types|functions)",
        "nanobind found objects still alive at shutdown", "Release them before exit (module cleanup/atexit)."),
-    _m("Rust", r"thread '[^']*' panicked at", "a Rust panic (in a pyo3 or other Rust extension)",
+    _m("Rust", r"thread '[^']*'( \(\d+\))? panicked at", "a Rust panic (in a pyo3 or other Rust extension)",
        "Read the panic message and location; RUST_BACKTRACE=1 shows its stack."),
     _m("Rust", r"fatal runtime error: ", "the Rust runtime aborted", "Read the message; RUST_BACKTRACE=1."),
     _m("OpenMP", r"OMP: (Error|Warning) #\d+", "the LLVM/Intel OpenMP runtime reported an error",
@@ -142,10 +142,13 @@ def scan_lines(lines: Iterable[str]) -> tuple[StderrLine, ...]:
     """The lines that match a table entry, with their 1-based line numbers, at most MAX_KEPT_LINES
     (the first ones: the earliest message is usually the cause, later ones its consequences)."""
     kept = []
+    lines = [line.rstrip("\n") for line in lines]
     for number, line in enumerate(lines, 1):
-        line = line.rstrip("\n")
         if identify(line) is None:
             continue
+        after = lines[number] if number < len(lines) else ""
+        if line.endswith(":") and after[:1].strip() and identify(after) is None:
+            line += " " + after  # a header whose message is on the next line (a Rust panic's, since 1.73)
         kept.append(StderrLine(number, line[:MAX_LINE_LENGTH]))
         if len(kept) >= MAX_KEPT_LINES:
             break

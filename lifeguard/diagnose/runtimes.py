@@ -127,7 +127,7 @@ class PoolWait:
     library: str  # the file name of the library that waits
 
 
-def _in_std(name: str | None) -> bool:
+def in_standard_library(name: str | None) -> bool:
     """A C++ or Rust standard library function, also as a template or generic instantiated in another library
     (``void std::condition_variable::wait<...>(...)``, ``<std::sys::sync::condvar::futex::Condvar>::wait``)."""
     head = (name or "").lstrip("<").split("(")[0].split("<")[0].strip()
@@ -137,7 +137,7 @@ def _in_std(name: str | None) -> bool:
 def _system(frame: Frame) -> bool:
     """libc's and the C++ runtime's frames, and a library's futex plumbing (stricter than evidence's notion,
     for which any underscore name is the system's: here ``__kmp_suspend`` is LLVM OpenMP's own)."""
-    return (any(part in (frame.library or "") for part in _SYSTEM_LIBRARIES) or _in_std(frame.function)
+    return (any(part in (frame.library or "") for part in _SYSTEM_LIBRARIES) or in_standard_library(frame.function)
             or (frame.function or "").lstrip("_").startswith(("futex", "lll_", "pthread_", "GI_", "syscall")))
 
 

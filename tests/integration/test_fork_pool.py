@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lifeguard.capture import gdb_available
-from tests.helpers import build_shared_library, load_report, run_cli
+from tests.helpers import COMPILE_TIMEOUT, build_shared_library, load_report, run_cli
 
 POOL = r"""
 #include <condition_variable>
@@ -136,3 +137,55 @@ def test_the_pool_made_in_the_child_passes(tmp_path: Path) -> None:
     code = PROGRAM.format(library=str(library), before="pool.pool_start(2)", in_child="pool.pool_start(2)")
     run, _ = run_of(tmp_path, code, "--timeout", "20")
     assert run["outcome"] == "passed", run["reason"]
+
+
+# The same pool's fork check in Rust: the library panics in the forked child; a panic cannot leave an
+# extern "C" function, so Rust aborts the child (PyO3 bindings raise PanicException instead; the message is
+# the same). Since Rust 1.73 the panic's message is on the line after its "panicked at" header.
+RUST_POOL = r"""
+use std::sync::atomic::{AtomicU32, Ordering};
+static STARTED_IN: AtomicU32 = AtomicU32::new(0);
+
+#[no_mangle]
+pub extern "C" fn pool_start(threads: i32) {
+    STARTED_IN.store(std::process::id(), Ordering::SeqCst);
+    for _ in 0..threads {
+        std::thread::spawn(|| loop { std::thread::park(); });
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn pool_run() {}
+
+#[no_mangle]
+pub extern "C" fn pool_run_checked() {
+    if std::process::id() != STARTED_IN.load(Ordering::SeqCst) {
+        panic!("mypool: fork() called after the pool started; its threads are in the parent");
+    }
+}
+"""
+
+
+def _rustc() -> str | None:
+    return shutil.which("rustc") or next((str(p) for p in [Path.home() / ".cargo" / "bin" / "rustc"]
+                                          if p.is_file()), None)
+
+
+@pytest.mark.skipif(_rustc() is None or gdb_available() is None, reason="needs rustc and a native stack reader")
+@pytest.mark.parametrize("blind", [False, True], ids=["informed", "blind"])
+def test_a_forked_child_its_rust_pool_panics_in(tmp_path: Path, blind: bool) -> None:
+    source = tmp_path / "mypool.rs"
+    source.write_text(RUST_POOL)
+    library = tmp_path / "libmypool.so"
+    subprocess.run([str(_rustc()), "--edition", "2021", "--crate-type", "cdylib", "-g", "-C", "opt-level=1",
+                    "-o", str(library), str(source)], check=True, timeout=COMPILE_TIMEOUT, capture_output=True)
+    code = PROGRAM.format(library=str(library), before="pool.pool_start(2)", in_child="pool.pool_run_checked()")
+    run, terminal = run_of(tmp_path, code, "--expect", "crashed@fork-child", "--timeout", "20", blind=blind)
+    assert (run["outcome"], run["phase"]) == ("crashed", "fork-child"), run["reason"]
+    finding = run["findings"][0]
+    assert finding["kind"] == "fork-runtime", run["findings"]
+    summary = finding["summary"]
+    assert "was killed by SIGABRT in mypool::pool_run_checked (mypool.rs:" in summary, summary
+    assert "panicked at" in summary and "mypool: fork() called after the pool started" in summary, summary
+    assert "had 2 native thread(s) at fork" in summary, summary
+    assert "[fork-runtime]" in terminal and "pool_run_checked" in terminal

@@ -126,3 +126,16 @@ def test_the_c_caller_of_a_wait_prefers_a_named_library_frame_then_an_unnamed_on
                                       Frame("do_call_core", library="/usr/lib/libpython3.11.so.1.0")))
     found = c_caller(stripped, 0)
     assert found is not None and found.function is None and found.address == "0x2"
+
+
+def test_a_header_whose_message_is_on_the_next_line_is_quoted_with_it() -> None:
+    lines = scan_lines(["thread '<unnamed>' (7540) panicked at src/lib.rs:15:9:",
+                        "mypool: fork() called after the pool started",
+                        "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace",
+                        "HDF5-DIAG: Error detected in HDF5 (1.12.2) thread 1:",
+                        "  #000: H5A.c line 528 in H5Aopen_by_name(): can't open attribute"])
+    assert [line.text for line in lines] == [
+        "thread '<unnamed>' (7540) panicked at src/lib.rs:15:9: mypool: fork() called after the pool started",
+        "HDF5-DIAG: Error detected in HDF5 (1.12.2) thread 1:"]  # an indented trace line is not a message
+    rust = identify(lines[0].text)
+    assert rust is not None and rust.library == "Rust"

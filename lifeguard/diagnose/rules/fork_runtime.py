@@ -144,9 +144,12 @@ def _ended_after_saying(evidence: Evidence, records: dict[int, ForkRecord]) -> l
         if not native:
             continue
         how = f"was killed by {signal_name(-status) or -status}" if status < 0 else f"exited with code {status}"
-        ender = _self_ended(evidence, child)
+        ender = _ended_in(evidence, child)
         site = crash_frame(ender[1]) if ender is not None else None
-        raised = f", which it sent itself from {where(site[1])}," if ender is not None and site is not None else ""
+        raised = ""
+        if ender is not None and site is not None:
+            sent = ender[0].signal is not None and not ender[0].signal.is_crash
+            raised = f", which it sent itself from {where(site[1])}," if sent else f" in {where(site[1])},"
         summary = (f"forked child {child} {how}{raised} after a library said: \"{said.line.text.strip()}\"; the "
                    f"parent {record.parent} had {len(native)} native thread(s) at fork "
                    f"({', '.join(str(t.get('tid')) for t in native[:6])}), which the child does not have: the "
@@ -167,10 +170,11 @@ def _ended_after_saying(evidence: Evidence, records: dict[int, ForkRecord]) -> l
     return []
 
 
-def _self_ended(evidence: Evidence, pid: int) -> tuple[ProcessStacks, ThreadStack] | None:
-    """The process and thread that sent ``pid`` its own end, where its stacks were read then."""
+def _ended_in(evidence: Evidence, pid: int) -> tuple[ProcessStacks, ThreadStack] | None:
+    """The process ``pid`` and the thread its ending signal went to (a SIGTERM it sent itself, an abort), where
+    its stacks were read then."""
     for process in evidence.processes:
-        if process.pid == pid and process.signal is not None and not process.signal.is_crash:
+        if process.pid == pid and process.signal is not None:
             thread = process.thread(process.signal.tid) if process.signal.tid else None
             if thread is not None:
                 return process, thread
