@@ -19,6 +19,7 @@ import pytest
 from lifeguard.errors import LifeguardError, MarkerError, ReportDirError
 from lifeguard.pytest_plugin.settings import (
     GUARD_HELP,
+    KEEPER_HELP,
     MARKER_HELP,
     MODE_HELP,
     MODES,
@@ -62,6 +63,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     parser.addini("lifeguard_repeat", REPEAT_HELP)
     parser.addini("lifeguard_report", REPORT_HELP)
     parser.addini("lifeguard_shard", SHARD_HELP)
+    parser.addini("lifeguard_keeper", KEEPER_HELP, type="bool", default=True)
 
 
 def _spare_from_assertion_rewriting(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -133,7 +135,7 @@ def pytest_sessionstart(session: pytest.Session) -> Generator[None, None, None]:
         from lifeguard.pytest_plugin.session_report import WORKERS_FOLDER
 
         snapshot_harness_modules()  # what the plugins configured after lifeguard imported is the harness's too
-        if keeper.keeps(session.config):  # from here on in a worker a keeper replaces if pytest's process crashes
+        if settings.keeper and keeper.keeps(session.config):  # from here on in a worker a keeper replaces
             keeper.start(session.config, settings.report_dir / WORKERS_FOLDER if settings.report_dir else None)
 
 

@@ -47,6 +47,9 @@ class GuardMode(Choice):
 MODES = tuple(mode.value for mode in GuardMode)
 
 
+KEEPER_HELP = ("under --lifeguard, run the tests in a worker process that a new one replaces if pytest's own "
+               "process crashes in a test (a fixture's teardown): that test errors and the session goes on "
+               "(default true; false runs them in pytest's process, whose crash ends the session)")
 MARKER_HELP = (
     "lifeguard(timeout=30, repeat=1, expect='passed', fixture=None, variant=None): run the test's body in "
     "fresh supervised interpreters, each for a whole process lifetime; the test passes when every run ends "
@@ -70,6 +73,7 @@ class Settings:
     # --pdb or --trace with --lifeguard: unmarked tests stay in pytest's process, where the debugger can stop in
     # them (a forked child's frames are not pytest's to debug); the option's name, for the header.
     debugger: str = ""
+    keeper: bool = True  # lifeguard.pytest_plugin.keeper (ini lifeguard_keeper)
 
 
 SETTINGS_KEY: pytest.StashKey[Settings] = pytest.StashKey()
@@ -116,7 +120,8 @@ def read_settings(config: pytest.Config) -> Settings:
     except ValueError as exc:
         raise pytest.UsageError(f"lifeguard: {exc}") from None
     return Settings(timeout=seconds, repeat=runs, report_dir=folder, guard_all=guard_all and not debugger,
-                    mode=GuardMode(mode or GuardMode.AUTO), shard=part, debugger=debugger)
+                    mode=GuardMode(mode or GuardMode.AUTO), shard=part, debugger=debugger,
+                    keeper=bool(config.getini("lifeguard_keeper")))
 
 
 def shard_of_test(nodeid: str, part: tuple[int, int] | None) -> tuple[int, int] | None:

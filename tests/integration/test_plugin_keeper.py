@@ -89,3 +89,10 @@ def test_a_crash_under_x_ends_the_session_there(plugin_env: pytest.Pytester) -> 
     assert "stopping after 1 failures" in result.stdout.str()
     suite = ET.parse(plugin_env.path / "junit.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("errors") == "1"
+
+
+def test_the_keeper_can_be_switched_off(plugin_env: pytest.Pytester) -> None:
+    plugin_env.makepyfile(test_crash=CRASHING_FIXTURE.format(before="pass", after=SEGFAULT))
+    result = plugin_env.runpytest_subprocess("--lifeguard", "-o", "lifeguard_keeper=false",
+                                             timeout=INNER_SESSION_TIMEOUT)
+    assert result.ret == -signal.SIGSEGV, result.ret  # pytest's process, as before the keeper
