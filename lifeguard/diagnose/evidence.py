@@ -198,6 +198,8 @@ def python_location(dump: str) -> str | None:
 # from PyOS_BeforeFork until fork() returns; a new thread state needs it.
 RUNTIME_LOCK_FUNCTIONS = ("new_threadstate", "PyMutex_LockFlags", "_PyMutex_LockTimed", "_PyParkingLot_Park")
 # Frames that show a thread was created (or is run) by the interpreter itself.
+# A thread in the interpreter's finalization (the main thread, as the process exits).
+FINALIZE_FUNCTIONS = ("Py_FinalizeEx", "Py_Finalize", "_Py_Finalize", "finalize_modules", "_PyRuntime_Finalize")
 PYTHON_THREAD_FUNCTIONS = ("thread_run", "pythread_wrapper", "Py_RunMain", "Py_BytesMain", "pymain_main",
                            "Py_Main", "PyRun_SimpleFileExFlags")
 # Entry points into the interpreter from native code.

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from lifeguard.diagnose.activity import fork_records, how_blocked, is_blocked
 from lifeguard.diagnose.evidence import (
+    FINALIZE_FUNCTIONS,
     GC_FUNCTIONS,
     JOIN_FUNCTIONS,
     PYTHON_LOCK_FUNCTIONS,
@@ -33,7 +34,6 @@ IO_SYSCALLS = ("read", "write", "poll", "ppoll", "select", "pselect6", "epoll_wa
                "accept", "accept4", "recvfrom", "recvmsg", "connect", "sendto", "sendmsg", "io_uring_enter")
 SLEEP_SYSCALLS = ("nanosleep", "clock_nanosleep")
 SIGNAL_SYSCALLS = ("pause", "rt_sigsuspend", "rt_sigtimedwait")
-FINALIZE_FUNCTIONS = ("Py_FinalizeEx", "Py_Finalize", "_Py_Finalize", "finalize_modules", "_PyRuntime_Finalize")
 # Waits that no thread of the process ends by releasing something: I/O, time, a signal.
 OUTSIDE_KINDS = ("I/O", "time", "a signal")
 MUTEX_OWNER_WORD = 2  # struct __pthread_mutex_s: __lock, __count, __owner (ints)

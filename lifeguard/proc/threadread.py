@@ -71,19 +71,25 @@ def read_syscall(pid: int, tid: int) -> tuple[str, tuple[int, ...]] | None:
     return _parse_syscall(_read(f"/proc/{pid}/task/{tid}/syscall"))
 
 
-def read_words(pid: int, address: int, count: int) -> tuple[int, ...] | None:
-    """``count`` native ints at ``address`` in a live process's memory (no stop, no attach), or None."""
+def read_memory(pid: int, address: int, size: int) -> bytes | None:
+    """``size`` bytes at ``address`` in a live process's memory (no stop, no attach), or None."""
     try:
         fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        data = os.pread(fd, 4 * count, address)
+        data = os.pread(fd, size, address)
     except (OSError, OverflowError):
         return None
     finally:
         os.close(fd)
-    if len(data) != 4 * count:
+    return data if len(data) == size else None
+
+
+def read_words(pid: int, address: int, count: int) -> tuple[int, ...] | None:
+    """``count`` native ints at ``address`` in a live process's memory (no stop, no attach), or None."""
+    data = read_memory(pid, address, 4 * count)
+    if data is None:
         return None
     return tuple(int.from_bytes(data[i:i + 4], sys.byteorder, signed=True) for i in range(0, len(data), 4))
 
@@ -96,16 +102,10 @@ def read_stack(pid: int, tid: int, size: int) -> tuple[int, bytes] | None:
         return None
     try:
         pointer = int(fields[7], 16)
-        fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
-    except (OSError, ValueError):
+    except ValueError:
         return None
-    try:
-        data = os.pread(fd, size, pointer)
-    except (OSError, OverflowError):
-        return None
-    finally:
-        os.close(fd)
-    return (pointer, data) if len(data) == size else None
+    data = read_memory(pid, pointer, size)
+    return (pointer, data) if data is not None else None
 
 
 def read_thread(pid: int, tid: int) -> ThreadReading | None:

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import pytest
 
+from lifeguard.model.result import signal_name
 from lifeguard.model.stacks import ProcessStacks, render_text
 
 CONTINUED_KEY: pytest.StashKey[bool] = pytest.StashKey()  # this worker goes on with a crashed one's session
@@ -174,7 +175,7 @@ def start(config: pytest.Config, workers_folder: Path | None) -> None:
         if log.current is None:
             _end_as(status)  # the worker's session ended (or it died outside any test: as pytest alone would)
         crashes.append(Crash(log, os.WTERMSIG(status), native))
-        sys.stdout.write(f"\nlifeguard: pytest's process died of {_signal_name(crashes[-1].signum)} in {log.current}; "
+        sys.stdout.write(f"\nlifeguard: pytest's process died of {signal_name(crashes[-1].signum)} in {log.current}; "
                          "a new one goes on with the tests after it\n")
         config.stash[CONTINUED_KEY] = True  # its report folder's runs stay
         if workers_folder is not None:
@@ -251,7 +252,7 @@ def _wait(pid: int, log_fd: int) -> tuple[int, ProcessStacks | None]:
 
         return [capture_process(p, available_hang_backends(), thorough=True) for p in pids]
 
-    parked = ParkedCrashes(capture)
+    parked = ParkedCrashes(capture, main=pid)  # pytest's process has no lifeguard fork hook: no SIGTERM park
     handle = os.pidfd_open(pid)
     try:
         while True:
@@ -314,7 +315,7 @@ def _replay(config: pytest.Config, crash: Crash) -> None:
     from _pytest.reports import TestReport
 
     python = PYTHON_STACKS if faulthandler.is_enabled() else ""
-    text = CRASH_HELP.format(signal=_signal_name(signum), phase=phase, python=python)
+    text = CRASH_HELP.format(signal=signal_name(signum), phase=phase, python=python)
     if native is not None and native.signal is not None:
         crashed = tuple(t for t in native.threads if t.tid == native.signal.tid)
         text += "\n\nNative stack of the crash (read while it waited in lifeguard's fatal-signal handler):\n"
@@ -326,10 +327,6 @@ def _replay(config: pytest.Config, crash: Crash) -> None:
     config.hook.pytest_runtest_logstart(nodeid=log.current, location=location)
     config.hook.pytest_runtest_logreport(report=error)
     config.hook.pytest_runtest_logfinish(nodeid=log.current, location=location)
-
-
-def _signal_name(signum: int) -> str:
-    return signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else f"signal {signum}"
 
 
 def _set_aside(workers_folder: Path, crashes: int) -> None:

@@ -47,11 +47,8 @@ _SCAN = 1024  # the park's own frames (sleep, nanosleep) between the system call
 _MAX_XSAVE = 64 * 1024  # the saved register state between the frame and the interrupted stack
 
 
-def parked(pid: int) -> tuple[int, int] | None:
-    """(thread id, signal) of a crash parked in ``pid``, or None."""
-    caught = caught_signals(pid)
-    if caught is None:
-        return None
+def parked(pid: int, caught: int) -> tuple[int, int] | None:
+    """(thread id, signal) of a crash parked in ``pid``, whose caught-signal mask is ``caught``, or None."""
     missing = [signum for signum in PARKED_SIGNALS if not caught >> (signum - 1) & 1]
     if not missing or len(missing) == len(PARKED_SIGNALS):
         return None  # all caught (nothing parked), or none: not a process that parks
@@ -62,10 +59,10 @@ def parked(pid: int) -> tuple[int, int] | None:
     return None
 
 
-def parked_termination(pid: int) -> tuple[int, int, int] | None:
-    """(thread id, sender's pid, si_code) of a SIGTERM parked in ``pid``, or None."""
-    caught = caught_signals(pid)
-    if caught is None or caught >> (PARKED_TERMINATION - 1) & 1 or \
+def parked_termination(pid: int, caught: int) -> tuple[int, int, int] | None:
+    """(thread id, sender's pid, si_code) of a SIGTERM parked in ``pid``, whose caught-signal mask is
+    ``caught``, or None."""
+    if caught >> (PARKED_TERMINATION - 1) & 1 or \
             any(not caught >> (signum - 1) & 1 for signum in PARKED_SIGNALS):
         return None  # it handles SIGTERM, or it is not a process that parks (or a crash of it is parked)
     tid = _sleeping(pid, PARKED_TERMINATION)
@@ -144,13 +141,16 @@ class ParkedCrashes:
 
     def look(self, pids: list[int]) -> None:
         for pid in pids:
-            found = parked(pid)
+            caught = caught_signals(pid)
+            if caught is None:
+                continue  # gone, or not ours to read
+            found = parked(pid, caught)
             if found is not None:
                 if (pid, found[1]) not in self._seen:
                     self._seen.add((pid, found[1]))
                     self._end(pid, *found)
                 continue
-            ended = parked_termination(pid) if pid != self.main else None
+            ended = parked_termination(pid, caught) if pid != self.main else None
             if ended is not None and (pid, PARKED_TERMINATION) not in self._seen:
                 self._seen.add((pid, PARKED_TERMINATION))
                 tid, sender, code = ended

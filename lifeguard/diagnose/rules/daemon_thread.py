@@ -12,7 +12,7 @@ import re
 
 from lifeguard.diagnose.activity import python_text
 from lifeguard.diagnose.crash import cleanup_step, crash_of, foreign_frame, main_thread, quote_text, where
-from lifeguard.diagnose.evidence import Evidence, first_frame, has_frame, thread_ref
+from lifeguard.diagnose.evidence import FINALIZE_FUNCTIONS, Evidence, first_frame, has_frame, thread_ref
 from lifeguard.model.result import Finding
 from lifeguard.model.stacks import ProcessStacks, ThreadStack
 
@@ -26,7 +26,6 @@ THREAD_EXIT_FUNCTIONS = ("PyThread_exit_thread", "pthread_exit", "__pthread_exit
 
 # A Python thread's own start, below its frames (CPython's thread module).
 PYTHON_THREAD_START = ("thread_run", "pythread_wrapper", "t_bootstrap")
-FINALIZE_FUNCTIONS = ("Py_FinalizeEx", "_Py_Finalize", "Py_Finalize")
 # CPython's words when a thread calls the C API without a thread state: what a thread that finalization ended
 # does when the unwinding runs its native clean-up (or its call returns) and releases Python objects.
 NO_THREAD_STATE = re.compile(r"PyThreadState_Get|thread state is NULL|GIL is released|must be called with the GIL")
