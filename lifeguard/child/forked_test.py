@@ -208,6 +208,8 @@ def become_run(join: str, fds: tuple[int, int, int], env: dict[str, str], spec: 
         _own_output(out_fd, err_fd, own_streams)
         if spec.get("cores"):
             crash_park.install()  # the test works in pytest's folder: a crash in it waits to be read
+        else:  # nobody reads this run's stacks: a crash must not wait parked as the keeper's worker has it
+            crash_park.remove()
         # Set one by one: os.environ.update's generic mapping code (an ABC instance check that fills the ABC's
         # cache) cost every forked test about 50 copy-on-write faults, more than the variables themselves.
         environ = os.environ

@@ -135,7 +135,8 @@ def pytest_sessionstart(session: pytest.Session) -> Generator[None, None, None]:
         from lifeguard.pytest_plugin.session_report import WORKERS_FOLDER
 
         snapshot_harness_modules()  # what the plugins configured after lifeguard imported is the harness's too
-        if settings.keeper and keeper.keeps(session.config):  # from here on in a worker a keeper replaces
+        # A keeper guards the modes that run fixtures here; in groups this process runs no test's code at all.
+        if settings.keeper and not settings.in_groups and keeper.keeps(session.config):
             keeper.start(session.config, settings.report_dir / WORKERS_FOLDER if settings.report_dir else None)
 
 
@@ -246,11 +247,28 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """Under --lifeguard, note the next test: its evidence folder is made while this test's child runs."""
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """Under --lifeguard in group mode, the test is held and run with others in one child
+    (lifeguard.pytest_plugin.groups); a test that is not (a marked one, one opted out) runs after the held
+    ones. In the other modes, note the next test: its evidence folder is made while this test's child runs."""
     settings = item.config.stash.get(SETTINGS_KEY, None)
-    if nextitem is not None and settings is not None and settings.guard_all:
+    if settings is None or not settings.guard_all:
+        return None
+    if settings.in_groups:
+        from lifeguard.pytest_plugin.groups import runner_of  # the engine: only for guarded tests
+
+        runner = runner_of(item.config, settings, record_of(item.config))
+        if item.get_closest_marker("lifeguard") is not None:
+            runner.flush()
+            return None
+        try:
+            runner.add(item, nextitem, item.stash.get(PYTEST_TIMEOUT_KEY, None))
+        except LifeguardError as exc:  # a run lifeguard could not start: the session's error, with the fix
+            raise pytest.UsageError(f"lifeguard: {exc}\n{exc.HELP_TEXT}".rstrip()) from None
+        return True
+    if nextitem is not None:
         item.stash[NEXT_KEY] = nextitem.nodeid
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -313,6 +331,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     the item's own method is swapped for the guard for the length of this call."""
     settings = item.config.stash.get(SETTINGS_KEY, None)
     if settings is None or not settings.guard_all or item.get_closest_marker("lifeguard") is not None:
+        return (yield)
+    if settings.in_groups:  # this is a group's child: the test runs here, as in plain pytest
         return (yield)
     from lifeguard.pytest_plugin.guard import run_guarded  # the engine: only for guarded tests
 

@@ -57,6 +57,11 @@ class WorkerLog:
     reports: list[dict[str, Any]] = field(default_factory=list)  # the test in progress's reports so far
 
     finished_ids: list[str] = field(default_factory=list)
+    warnings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # a group child's, by test
+    failed_subtests: dict[str, int] = field(default_factory=dict)  # a group child's count of them, by test
+
+    def warnings_of(self, nodeid: str) -> list[dict[str, Any]]:
+        return self.warnings.get(nodeid, [])
 
     @property
     def begun(self) -> list[str]:
@@ -85,7 +90,28 @@ class WorkerLog:
                 log.current, log.reports = None, []
             elif isinstance(entry.get("report"), dict):
                 log.reports.append(entry["report"])
+                if entry.get("failed_subtests") and log.current is not None:
+                    log.failed_subtests[log.current] = int(entry["failed_subtests"])
+            elif isinstance(entry.get("warning"), dict) and log.current is not None:
+                log.warnings.setdefault(log.current, []).append(entry["warning"])
         return log
+
+
+def log_line(fd: int, entry: dict[str, Any]) -> None:
+    """One entry of a worker's (or a group child's, lifeguard.pytest_plugin.groups) log: a line of JSON, written
+    at once; one larger than WORKER_LINE_LIMIT is not kept."""
+    line = json.dumps(entry, default=str).encode() + b"\n"
+    if len(line) <= WORKER_LINE_LIMIT:
+        os.write(fd, line)
+
+
+def report_from_log(config: pytest.Config, data: dict[str, Any]) -> Any:
+    """A report a log line holds, as pytest made it: JSON has no tuples, and a skip's ``longrepr`` is one
+    (path, line, reason)."""
+    report = config.hook.pytest_report_from_serializable(config=config, data=data)
+    if report is not None and isinstance(getattr(report, "longrepr", None), list):
+        report.longrepr = tuple(report.longrepr)
+    return report
 
 
 class WorkerChannel:
@@ -96,9 +122,7 @@ class WorkerChannel:
         self.fd = fd
 
     def _write(self, entry: dict[str, Any]) -> None:
-        line = json.dumps(entry, default=str).encode() + b"\n"
-        if len(line) <= WORKER_LINE_LIMIT:
-            os.write(self.fd, line)
+        log_line(self.fd, entry)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
@@ -298,7 +322,7 @@ def _replay(config: pytest.Config, crash: Crash) -> None:
     quiet = config.pluginmanager.subset_hook_caller("pytest_runtest_logreport",
                                                     [terminal] if terminal is not None else [])
     for data in [report for reports in log.finished for report in reports] + log.reports:
-        report = config.hook.pytest_report_from_serializable(config=config, data=data)
+        report = report_from_log(config, data)
         if report is None:
             continue
         quiet(report=report)

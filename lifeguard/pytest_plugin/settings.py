@@ -12,15 +12,16 @@ from lifeguard.model.run import Choice
 from lifeguard.model.validate import positive_count, positive_seconds, shard
 
 # One help text per setting, shared by the command-line option and its ini twin.
-GUARD_HELP = ("run every collected test's body in a supervised child forked from this process after its "
-              "fixtures are set up: a crash, a hang or a failure at the child's exit (atexit, finalization, "
-              "C++ static destructors) fails the test with lifeguard's evidence; "
-              "@pytest.mark.lifeguard(False) opts a test out")
+GUARD_HELP = ("run every collected test in a supervised child forked from this process: a crash, a hang or a "
+              "failure at the child's exit (atexit, finalization, C++ static destructors) fails the test that "
+              "left it, with lifeguard's evidence; @pytest.mark.lifeguard(False) opts a test out")
 
-MODE_HELP = ("how --lifeguard starts a test's child: 'fork' (forked from this process after the fixtures), "
-             "'fresh' (a new interpreter: arguments must be plain data), or 'auto' (the default: fork, unless "
-             "this process runs threads of its own at the test, which a fork would not copy, and the test's "
-             "arguments can be sent to a new interpreter); marked tests always run fresh")
+MODE_HELP = ("how --lifeguard runs the tests: 'group' (the default: many tests in one forked child, as plain "
+             "pytest runs them; when the child's life fails, the tests are run again apart down to the one that "
+             "fails it), or each test's body in a child of its own, after its fixtures are set up here: 'fork' "
+             "(forked from this process), 'fresh' (a new interpreter: arguments must be plain data), or 'auto' "
+             "(fork, unless this process runs threads of its own at the test, which a fork would not copy, "
+             "and the test's arguments can be sent to a new interpreter); marked tests always run fresh")
 
 TIMEOUT_HELP = ("deadline in seconds of the body of every supervised run (a lifeguard test, a --lifeguard test, "
                 "a fixture call); a marker's timeout= wins over it, and it over the ini file")
@@ -39,6 +40,7 @@ SHARD_HELP = ("run shard K of N of every guarded or marked test's runs (each tes
 class GuardMode(Choice):
     """``--lifeguard-mode``: how an unmarked test runs under --lifeguard."""
 
+    GROUP = "group"  # many tests in one forked child, split down to the one test when the child's life fails
     AUTO = "auto"  # forked from pytest's process; in a fresh interpreter while other threads run there
     FORK = "fork"  # always forked
     FRESH = "fresh"  # always in a fresh interpreter
@@ -47,9 +49,10 @@ class GuardMode(Choice):
 MODES = tuple(mode.value for mode in GuardMode)
 
 
-KEEPER_HELP = ("under --lifeguard, run the tests in a worker process that a new one replaces if pytest's own "
-               "process crashes in a test (a fixture's teardown): that test errors and the session goes on "
-               "(default true; false runs them in pytest's process, whose crash ends the session)")
+KEEPER_HELP = ("under --lifeguard with a child per test (--lifeguard-mode fork, fresh or auto), run the tests in a "
+               "worker process that a new one replaces if pytest's own process crashes in a test (a fixture's "
+               "teardown): that test errors and the session goes on (default true; false runs them in pytest's "
+               "process, whose crash ends the session)")
 MARKER_HELP = (
     "lifeguard(timeout=30, repeat=1, expect='passed', fixture=None, variant=None): run the test's body in "
     "fresh supervised interpreters, each for a whole process lifetime; the test passes when every run ends "
@@ -68,12 +71,18 @@ class Settings:
     repeat: int | None = None
     report_dir: Path | None = None
     guard_all: bool = False  # --lifeguard: every test, not only marked ones
-    mode: GuardMode = GuardMode.AUTO
+    mode: GuardMode = GuardMode.GROUP
     shard: tuple[int, int] | None = None  # --lifeguard-shard K/N
     # --pdb or --trace with --lifeguard: unmarked tests stay in pytest's process, where the debugger can stop in
     # them (a forked child's frames are not pytest's to debug); the option's name, for the header.
     debugger: str = ""
     keeper: bool = True  # lifeguard.pytest_plugin.keeper (ini lifeguard_keeper)
+
+    @property
+    def in_groups(self) -> bool:
+        """Unmarked tests run in groups (lifeguard.pytest_plugin.groups): --lifeguard in group mode, each test
+        once (--lifeguard-repeat and --lifeguard-shard spread a test's runs: each test then has its own child)."""
+        return self.guard_all and self.mode is GuardMode.GROUP and (self.repeat or 1) == 1 and self.shard is None
 
 
 SETTINGS_KEY: pytest.StashKey[Settings] = pytest.StashKey()
@@ -120,7 +129,7 @@ def read_settings(config: pytest.Config) -> Settings:
     except ValueError as exc:
         raise pytest.UsageError(f"lifeguard: {exc}") from None
     return Settings(timeout=seconds, repeat=runs, report_dir=folder, guard_all=guard_all and not debugger,
-                    mode=GuardMode(mode or GuardMode.AUTO), shard=part, debugger=debugger,
+                    mode=GuardMode(mode or GuardMode.GROUP), shard=part, debugger=debugger,
                     keeper=bool(config.getini("lifeguard_keeper")))
 
 

@@ -26,16 +26,24 @@ def interpreter() -> Interpreter:
     return resolve(None)
 
 
+def properties_of(summaries: list[SeriesSummary], report: Path | None) -> list[tuple[str, object]]:
+    """JUnit ``<property>`` elements named as in lifeguard's own junit.xml, only where they say something
+    (report.junit.worth_properties): on every passing test of a suite they made pytest's junit.xml several times
+    its size."""
+    told = [s for s in summaries if worth_properties(s)]
+    properties: list[tuple[str, object]] = []
+    for summary in told:
+        properties.extend(series_properties(summary, prefix=len(summaries) > 1))
+    if report is not None and told:
+        properties.append(("report", str(report)))
+    return properties
+
+
 def user_properties(item: pytest.Item, summaries: list[SeriesSummary], report: Path | None, *,
                     section: bool = True) -> None:
-    """JUnit ``<property>`` elements named as in lifeguard's own junit.xml, and (``section``) a report section
-    with every series' verdict. Properties only where they say something (report.junit.worth_properties): on
-    every passing test of a suite they made pytest's junit.xml several times its size."""
-    told = [s for s in summaries if worth_properties(s)]
-    for summary in told:
-        item.user_properties.extend(series_properties(summary, prefix=len(summaries) > 1))
-    if report is not None and told:
-        item.user_properties.append(("report", str(report)))
+    """The test's JUnit properties (properties_of), and (``section``) a report section with every series'
+    verdict."""
+    item.user_properties.extend(properties_of(summaries, report))
     if section:
         item.add_report_section("call", REPORT_SECTION, "\n".join(summary_line(s) for s in summaries))
 
@@ -76,7 +84,7 @@ def ship_logged_reports(item: pytest.Item, path: Path) -> None:
         data = config.hook.pytest_report_to_serializable(config=config, report=kwargs["report"])
         if data is not None:
             # With the count pytest's subtests keep of the test's failed ones (they fail the test itself).
-            line = {"report": data, "failed_subtests": _failed_subtests(config).get(item.nodeid, 0)}
+            line = {"report": data, "failed_subtests": failed_subtests(config).get(item.nodeid, 0)}
             with open(path, "a", encoding="utf-8", errors="replace") as out:
                 out.write(json.dumps(line) + "\n")
         return []
@@ -106,18 +114,18 @@ def replay_logged_reports(item: pytest.Item, path: Path, *, failed_only: bool = 
         try:
             logged = json.loads(line)
             report = config.hook.pytest_report_from_serializable(config=config, data=logged["report"])
-            failed_subtests = int(logged.get("failed_subtests", 0))
+            failed = int(logged.get("failed_subtests", 0))
         except Exception:  # a line the child could not finish, or a report this pytest cannot read
             continue
         if report is None or (failed_only and not report.failed):
             continue
-        counts = _failed_subtests(config)
-        counts[item.nodeid] = max(counts.get(item.nodeid, 0), failed_subtests)
+        counts = failed_subtests(config)
+        counts[item.nodeid] = max(counts.get(item.nodeid, 0), failed)
         with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
             item.ihook.pytest_runtest_logreport(report=report)
 
 
-def _failed_subtests(config: pytest.Config) -> dict[str, int]:
+def failed_subtests(config: pytest.Config) -> dict[str, int]:
     """pytest's count of each test's failed subtests (pytest >= 9 fails a test that has some), else {}."""
     try:
         from _pytest.subtests import failed_subtests_key

@@ -23,10 +23,11 @@ from lifeguard.model.result import RunResult
 from lifeguard.model.run import RunSpec
 from lifeguard.proc.handles import ForkedChild
 from lifeguard.run.containment import containment
+from lifeguard.run.dumps import dump_where_interrupted
 from lifeguard.run.launch import RunFiles, child_env, child_spec
 from lifeguard.run.live import LiveOutput
 from lifeguard.run.relay import Relays
-from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP, CaptureHook, dump_where_interrupted, starting, supervise
+from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP, CaptureHook, MovingDeadline, starting, supervise
 
 END_TIMEOUT = 5.0  # for a child killed outside supervision to be reaped (one in uninterruptible sleep is left)
 
@@ -34,12 +35,13 @@ END_TIMEOUT = 5.0  # for a child killed outside supervision to be reaped (one in
 def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Event | None = None,
                 capture_hooks: tuple[CaptureHook, ...] = (), live: LiveOutput | None = None,
                 own_streams: bool = False, meanwhile: Callable[[], None] | None = None,
-                reuse: Path | None = None) -> RunResult:
+                reuse: Path | None = None, moving: MovingDeadline | None = None) -> RunResult:
     """Fork, run ``body`` in the child (its return value is the exit code) and supervise the child to its
     end. Call it from the main thread: a fork copies only the calling thread. ``own_streams``: the child's
     sys.stdout and sys.stderr write to its relays (forked_test.become_run). ``meanwhile``: the caller's
     work done as the child starts (supervise). ``reuse``: a passed run's folder, emptied already
-    (SessionRecord.spare), to make the run's folder of (RunFiles.create)."""
+    (SessionRecord.spare), to make the run's folder of (RunFiles.create). ``moving``: a deadline that moves
+    as the run goes (supervise.MovingDeadline)."""
     files, events_fd = RunFiles.create(spec.run_dir, reuse=reuse, emptied=True)
     relays = Relays(spec, files.stdout, files.stderr, DEFAULT_OUTPUT_CAP, live, pump_now=False)
     run_id = os.urandom(16).hex()
@@ -93,7 +95,7 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
     assert handle is not None  # (forked above, or raised)
     try:
         return supervise(spec, handle, membership, files, relays, started, cancel=cancel,
-                         capture_hooks=capture_hooks, meanwhile=meanwhile)
+                         capture_hooks=capture_hooks, meanwhile=meanwhile, moving=moving)
     except BaseException as exc:
         # Nothing left to do once supervise ended it; else a Ctrl-C came before its watch began.
         dump_where_interrupted(exc, spec, handle)

@@ -22,19 +22,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from lifeguard.child import event_marker
-from lifeguard.child.protocol import BODY_START, SPEC_ENV, faulthandler_file
+from lifeguard.child.protocol import BODY_START, SPEC_ENV
 from lifeguard.errors import UsageError
 from lifeguard.model.outcomes import Phase
 from lifeguard.model.result import Leftover, RunResult
-from lifeguard.model.run import RunKind, RunSpec, StartMode
+from lifeguard.model.run import RunKind, RunSpec
 from lifeguard.proc.handles import ForkedChild, PopenHandle
 from lifeguard.proc.membership import RunMembership
-from lifeguard.proc.procfs import oom_kill_count, read_proc, signal_caught
+from lifeguard.proc.procfs import oom_kill_count, read_proc
 from lifeguard.run import headstart
 from lifeguard.run.channel import read_events
 from lifeguard.run.classify import classify, lead_pid, phase_of
 from lifeguard.run.containment import containment, spawn, starts_python
-from lifeguard.run.launch import DUMP_SIGNAL, RunFiles, child_argv, child_env, precompile_child_side, spec_env
+from lifeguard.run.dumps import DUMP_TIMEOUT, dump_python_stacks, dump_where_interrupted
+from lifeguard.run.launch import RunFiles, child_argv, child_env, precompile_child_side, spec_env
 from lifeguard.run.live import LiveOutput
 from lifeguard.run.parked import ParkedCrashes
 from lifeguard.run.relay import Relays
@@ -43,8 +44,6 @@ from lifeguard.run.stillness import Stillness
 if TYPE_CHECKING:  # stacks are read only for a run that failed: a passing session never imports them
     from lifeguard.model.stacks import ProcessStacks
 
-# How long to wait for all faulthandler dumps of a tree after signalling it.
-DUMP_TIMEOUT = 1.0
 # How often the wait loop wakes to watch output size and cancellation.
 POLL_INTERVAL = 0.25
 # A grandchild may still be exiting when the main child is gone: grace before
@@ -61,6 +60,11 @@ assert NATIVE_BUDGET > 0
 # (interpreter, imports) may take, and how often the result channel is read for the body's start meanwhile.
 STARTUP_TIMEOUT = 60.0
 BODY_START_POLL = 0.005
+
+
+# A run whose deadline moves as it goes (a group of forked tests: each test's start + its timeout): given the
+# run's own deadline, the one in force now (time.monotonic()).
+MovingDeadline = Callable[[float], float]
 
 
 class RunInterrupted(Exception):
@@ -108,10 +112,13 @@ class ChildHandle(Protocol):
 
 def _wait_exit(handle: ChildHandle, membership: RunMembership, deadline: float,
                cancel: threading.Event | None, stillness: Stillness | None = None,
-               parked: ParkedCrashes | None = None) -> bool:
-    """Wait for the child until the deadline, or until ``stillness`` says the tree hangs; True if it exited.
-    Its zombie orphans are reaped as they come, its parked crashes read and ended."""
+               parked: ParkedCrashes | None = None, moving: MovingDeadline | None = None) -> bool:
+    """Wait for the child until the deadline (``moving``'s, when given), or until ``stillness`` says the tree
+    hangs; True if it exited. Its zombie orphans are reaped as they come, its parked crashes read and ended."""
+    own = deadline
     while True:
+        if moving is not None:
+            deadline = moving(own)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return handle.wait_step(0)
@@ -151,49 +158,6 @@ def _body_start_deadline(spec: RunSpec, handle: ChildHandle, membership: RunMemb
             return time.monotonic(), False  # ended before its body started: nothing to wait for
         membership.watch()
     return limit, True
-
-
-def dump_where_interrupted(exc: BaseException, spec: RunSpec, handle: ChildHandle) -> None:
-    """A Ctrl-C while a forked test's child runs (supervised or not yet): its Python stacks, for pytest's
-    Ctrl-C line to name the test's line (pytest_plugin.guard.interrupted_at), before the child is ended. A child
-    that has exited is left alone: once reaped, its pid may be another process's."""
-    if isinstance(exc, KeyboardInterrupt) and spec.mode is StartMode.PYTEST_FORK and not handle.wait_step(0.0):
-        dump_python_stacks([handle.pid], spec.run_dir)
-
-
-def dump_python_stacks(pids: list[int], run_dir: Path) -> dict[str, str]:
-    """Ask every Python process of the tree for a faulthandler dump of all threads."""
-    sizes: dict[int, int] = {}
-    for pid in pids:
-        if not signal_caught(pid, DUMP_SIGNAL):
-            continue  # not one of ours (or not Python): the signal would kill it
-        dump = run_dir / faulthandler_file(pid)
-        sizes[pid] = dump.stat().st_size if dump.exists() else 0
-        try:
-            os.kill(pid, DUMP_SIGNAL)
-        except ProcessLookupError:
-            sizes.pop(pid)
-    deadline = time.monotonic() + DUMP_TIMEOUT
-    pending = set(sizes)
-    stable: dict[int, int] = {}
-    while pending and time.monotonic() < deadline:
-        time.sleep(0.01)
-        for pid in list(pending):
-            dump = run_dir / faulthandler_file(pid)
-            size = dump.stat().st_size if dump.exists() else 0
-            # Done when the dump grew and stopped growing between two looks.
-            if size > sizes[pid] and stable.get(pid) == size:
-                pending.discard(pid)
-            stable[pid] = size
-    stacks = {}
-    for pid in sorted(sizes):
-        try:
-            text = (run_dir / faulthandler_file(pid)).read_text(errors="replace")
-        except OSError:
-            continue
-        if text.strip():
-            stacks[str(pid)] = text[-64 * 1024:]
-    return stacks
 
 
 @contextmanager
@@ -282,9 +246,10 @@ def _from_head_start(spec: RunSpec, *, cancel: threading.Event | None, capture_h
 
 def supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, files: RunFiles, relays: Relays,
               started: float, *, cancel: threading.Event | None = None,
-              capture_hooks: tuple[CaptureHook, ...] = (), meanwhile: Callable[[], None] | None = None) -> RunResult:
-    """Watch a started run to its end: deadline, escalation ladder, leftovers, verdict data. ``meanwhile``:
-    the caller's own work, done first, while the run's child starts (on another core)."""
+              capture_hooks: tuple[CaptureHook, ...] = (), meanwhile: Callable[[], None] | None = None,
+              moving: MovingDeadline | None = None) -> RunResult:
+    """Watch a started run to its end: deadline (or a MovingDeadline), escalation ladder, leftovers, verdict
+    data. ``meanwhile``: the caller's own work, done first, while the run's child starts (on another core)."""
     # Our own look at the result channel, open for the whole run: a run that deletes its folder (a body that
     # cleans its working directory) does not take away the events its outcome rests on.
     try:
@@ -293,7 +258,7 @@ def supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fil
         channel = -1
     try:
         return _supervise(spec, handle, membership, files, relays, started, cancel=cancel,
-                          capture_hooks=capture_hooks, meanwhile=meanwhile,
+                          capture_hooks=capture_hooks, meanwhile=meanwhile, moving=moving,
                           channel=Path(f"/proc/self/fd/{channel}") if channel >= 0 else files.events)
     finally:
         if channel >= 0:
@@ -302,7 +267,7 @@ def supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fil
 
 def _supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, files: RunFiles, relays: Relays,
                started: float, *, cancel: threading.Event | None, capture_hooks: tuple[CaptureHook, ...],
-               meanwhile: Callable[[], None] | None, channel: Path) -> RunResult:
+               meanwhile: Callable[[], None] | None, moving: MovingDeadline | None, channel: Path) -> RunResult:
     python_stacks: dict[str, str] = {}
     backtraces: list[ProcessStacks] = []
     leftovers: list[Leftover] = []
@@ -332,7 +297,7 @@ def _supervise(spec: RunSpec, handle: ChildHandle, membership: RunMembership, fi
             parked = ParkedCrashes(lambda pids: _capture(capture_hooks, HangContext(
                 spec, pids, deadline=time.monotonic() + NATIVE_BUDGET, cancel=cancel, thorough=True), notes),
                 main=handle.pid)
-        exited = _wait_exit(handle, membership, deadline, cancel, stillness, parked)
+        exited = _wait_exit(handle, membership, deadline, cancel, stillness, parked, moving)
         if not exited:
             hung = True
             if stillness is not None and stillness.ended:

@@ -69,7 +69,7 @@ def test_two():
 def test_the_pytest_process_collects_its_young_cycles_as_plain_pytest_does(plugin_env: pytest.Pytester) -> None:
     plugin_env.makeconftest(YOUNG_CYCLE.format())
     plugin_env.makepyfile(test_frozen=FROZEN_CHILD.format(enabled=False))  # the conftest turned it off
-    result = plugin_env.runpytest_subprocess("--lifeguard", timeout=INNER_SESSION_TIMEOUT)
+    result = plugin_env.runpytest_subprocess("--lifeguard", "--lifeguard-mode", "fork", timeout=INNER_SESSION_TIMEOUT)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["young cycles freed: [True, True]; frozen now: 0"])
 
@@ -102,7 +102,8 @@ def test_c_talks_and_fails_too():
 
 def test_a_run_folder_made_of_a_passed_run_s_keeps_nothing_of_it(plugin_env: pytest.Pytester) -> None:
     plugin_env.makepyfile(test_talkers=TALKERS)
-    result = plugin_env.runpytest_subprocess("--lifeguard", "--lifeguard-report", "out", timeout=INNER_SESSION_TIMEOUT)
+    result = plugin_env.runpytest_subprocess("--lifeguard", "--lifeguard-mode", "fork", "--lifeguard-report", "out",
+                                             timeout=INNER_SESSION_TIMEOUT)
     result.assert_outcomes(passed=1, failed=2)
     runs = plugin_env.path / "out" / "runs" / "test_talkers.py"
     assert not (runs / "test_a_talks_and_passes" / "run-1").exists()  # a passed run keeps no folder

@@ -221,7 +221,7 @@ def test_opt_out_and_markers_keep_their_own_settings(plugin_env: pytest.Pytester
     plugin_env.makepyfile(test_opt_out=OPT_OUT)
     result = plugin_env.runpytest("--lifeguard", "-v")
     result.assert_outcomes(passed=3)
-    assert "every test guarded (mode auto)" in result.stdout.str()
+    assert "every test guarded (mode group)" in result.stdout.str()
     plugin_env.makeini("[pytest]\nlifeguard = true\nlifeguard_mode = fork\n")  # the ini twins
     from_ini = plugin_env.runpytest("-v")
     from_ini.assert_outcomes(passed=3)
@@ -281,8 +281,9 @@ def test_a_forked_test_runs_the_test_modules_atexit_callbacks_not_the_harnesses(
     log = plugin_env.path / "atexit.log"
     plugin_env.makepyfile(test_atexit=ATEXIT_TESTS.format(log=str(log)),
                           harness_plugin=HARNESS_PLUGIN.format(log=str(log)))
-    result = plugin_env.runpytest_subprocess("--lifeguard", "--lifeguard-report", "passed", "-p", "harness_plugin",
-                                             timeout=INNER_SESSION_TIMEOUT)
+    # A child per test (fork mode), so that each test's exit is a process's of its own.
+    result = plugin_env.runpytest_subprocess("--lifeguard", "--lifeguard-mode", "fork", "--lifeguard-report", "passed",
+                                             "-p", "harness_plugin", timeout=INNER_SESSION_TIMEOUT)
     result.assert_outcomes(passed=2)
     # lifeguard's own last callback, registered in the child, is kept: it says when finalization begins.
     passed = [json.loads(line) for line in (plugin_env.path / "passed" / "results.jsonl").read_text().splitlines()]
@@ -299,8 +300,8 @@ def test_a_forked_test_runs_the_test_modules_atexit_callbacks_not_the_harnesses(
     # A crash in the module's callback is inside the atexit phase: lifeguard's own last callback (atexit-done)
     # had not run yet, so the evidence never says "every atexit callback had run".
     monkeypatch.setenv("CRASH_AT_EXIT", "1")
-    crashed = plugin_env.runpytest_subprocess("--lifeguard", "--lifeguard-report", "out", "-p", "harness_plugin",
-                                              timeout=INNER_SESSION_TIMEOUT)
+    crashed = plugin_env.runpytest_subprocess("--lifeguard", "--lifeguard-mode", "fork", "--lifeguard-report", "out",
+                                              "-p", "harness_plugin", timeout=INNER_SESSION_TIMEOUT)
     crashed.assert_outcomes(failed=2)
     runs = [json.loads(line) for line in (plugin_env.path / "out" / "results.jsonl").read_text().splitlines()]
     assert [(run["outcome"], run["phase"]) for run in runs] == [("crashed", "exit")] * 2
@@ -346,7 +347,7 @@ def test_session_fixtures_are_set_up_once_here_and_used_by_every_child(plugin_en
     counter = plugin_env.path / "counter.txt"
     counter.write_text("")
     plugin_env.makepyfile(test_fixtures=FIXTURES.format(counter=str(counter)))
-    result = plugin_env.runpytest("--lifeguard")
+    result = plugin_env.runpytest("--lifeguard", "--lifeguard-mode", "fork")  # a child per test's body
     result.assert_outcomes(passed=3)
     assert counter.read_text() == "setup\nteardown\n"  # once, in pytest's process, as plain pytest does
 
@@ -662,8 +663,8 @@ def test_pytest_s_process_forks_each_test_with_no_thread_of_lifeguard_s_running(
     counts = plugin_env.path / "threads.txt"
     plugin_env.makeconftest(FORK_THREADS.format(counts=str(counts)))
     plugin_env.makepyfile(test_two="def test_one():\n    print('out')\n\n\ndef test_two():\n    pass\n")
-    result = plugin_env.runpytest_subprocess("--lifeguard", "-W", "error::DeprecationWarning",
-                                             timeout=INNER_SESSION_TIMEOUT)
+    result = plugin_env.runpytest_subprocess("--lifeguard", "--lifeguard-mode", "fork", "-W",
+                                             "error::DeprecationWarning", timeout=INNER_SESSION_TIMEOUT)
     result.assert_outcomes(passed=2)
     # The keeper's fork of its worker, then one a test; the relays' pumps start after the fork.
     assert counts.read_text().split() == ["1", "1", "1"]
@@ -782,7 +783,7 @@ def test_modes_decide_fork_or_fresh_and_fresh_refuses_what_it_cannot_run(plugin_
     plugin_env.makepyfile(test_modes=MODES)
     # auto, with a thread of a session fixture running: fresh where the arguments can be sent, else forked
     # with a note saying so.
-    auto = plugin_env.runpytest("--lifeguard", "--lifeguard-report", "auto")
+    auto = plugin_env.runpytest("--lifeguard", "--lifeguard-mode", "auto", "--lifeguard-report", "auto")
     auto.assert_outcomes(passed=2)
     runs = {run["scenario"].rpartition("::")[2]: run
             for run in json.loads((plugin_env.path / "auto" / "report.json").read_text())["runs"]}

@@ -16,6 +16,8 @@ from tests.helpers import pid_alive
 from tests.integration.pytester_support import INNER_SESSION_TIMEOUT, junit_cases
 
 pytest_plugins = ["pytester", "tests.integration.pytester_support"]
+# A child per test's body, the fixtures in pytest's process: where a fixture's crash is pytest's own.
+FORKED = ("--lifeguard", "--lifeguard-mode", "fork")
 
 CRASHING_FIXTURE = """
 import ctypes, os
@@ -57,7 +59,7 @@ def test_a_crash_in_a_fixture_is_that_tests_error_and_the_session_goes_on(plugin
                                                                           phase: str) -> None:
     before, after = (SEGFAULT, "pass") if phase == "setup" else ("pass", SEGFAULT)
     plugin_env.makepyfile(test_crash=CRASHING_FIXTURE.format(before=before, after=after))
-    result = plugin_env.runpytest_subprocess("--lifeguard", "--junitxml=junit.xml", "--lifeguard-report=report",
+    result = plugin_env.runpytest_subprocess(*FORKED, "--junitxml=junit.xml", "--lifeguard-report=report",
                                              timeout=INNER_SESSION_TIMEOUT)
     result.assert_outcomes(failed=1, passed=1 if phase == "setup" else 2, errors=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -83,7 +85,7 @@ def test_a_crash_in_a_fixture_is_that_tests_error_and_the_session_goes_on(plugin
 
 def test_a_crash_under_x_ends_the_session_there(plugin_env: pytest.Pytester) -> None:
     plugin_env.makepyfile(test_crash=CRASHING_FIXTURE.format(before="pass", after=SEGFAULT))
-    result = plugin_env.runpytest_subprocess("--lifeguard", "--deselect=test_crash.py::test_a_fails_first", "-x",
+    result = plugin_env.runpytest_subprocess(*FORKED, "--deselect=test_crash.py::test_a_fails_first", "-x",
                                              "--junitxml=junit.xml", timeout=INNER_SESSION_TIMEOUT)
     result.assert_outcomes(passed=1, errors=1)
     assert "stopping after 1 failures" in result.stdout.str()
@@ -93,6 +95,6 @@ def test_a_crash_under_x_ends_the_session_there(plugin_env: pytest.Pytester) -> 
 
 def test_the_keeper_can_be_switched_off(plugin_env: pytest.Pytester) -> None:
     plugin_env.makepyfile(test_crash=CRASHING_FIXTURE.format(before="pass", after=SEGFAULT))
-    result = plugin_env.runpytest_subprocess("--lifeguard", "-o", "lifeguard_keeper=false",
+    result = plugin_env.runpytest_subprocess(*FORKED, "-o", "lifeguard_keeper=false",
                                              timeout=INNER_SESSION_TIMEOUT)
     assert result.ret == -signal.SIGSEGV, result.ret  # pytest's process, as before the keeper

@@ -1,0 +1,92 @@
+"""The child's half of a group of tests (lifeguard.pytest_plugin.groups): in the child forked for the group, each
+test's whole protocol runs as plain pytest runs it, and its reports, the reports it logs itself (subtests) and
+the warnings it raises go to the group's log instead of to this copy of pytest's terminal, counters and plugins
+(a pytest-xdist worker's channel among them): the pytest process logs them from there.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from lifeguard.pytest_plugin.keeper import log_line
+from lifeguard.pytest_plugin.verdicts import failed_subtests
+
+
+def group_body(items: list[pytest.Item], log_fd: int) -> Callable[[], int]:
+    """What a group's child runs: each test's protocol, its reports written to the log, never to this copy of
+    pytest's terminal, counters and plugins (a pytest-xdist worker's channel among them)."""
+
+    def body() -> int:
+        from _pytest.runner import runtestprotocol
+        from _pytest.warnings import catch_warnings_for_item
+
+        config, session = items[0].config, items[0].session
+        _divert(config, log_fd)
+        _forget_inherited_finalizers(session)
+        out, err = os.dup(1), os.dup(2)  # the run's relays: pytest's capture sets 1 and 2 back to the terminal
+        try:
+            for at, item in enumerate(items):
+                log_line(log_fd, {"start": item.nodeid, "location": list(item.location), "at": time.monotonic()})
+                nextitem = items[at + 1] if at + 1 < len(items) else None
+                with catch_warnings_for_item(config=config, ihook=item.ihook, when="runtest", item=item):
+                    runtestprotocol(item, log=True, nextitem=nextitem)  # each report logged as made (_divert)
+                log_line(log_fd, {"finish": item.nodeid, "at": time.monotonic()})
+                if session.shouldfail or session.shouldstop:  # -x, --maxfail: torn down already, as pytest does
+                    break
+        finally:  # what the exit writes (a fatal error, faulthandler's dump) is the run's evidence
+            os.dup2(out, 1)
+            os.dup2(err, 2)
+            os.close(out)
+            os.close(err)
+        return 0
+
+    return body
+
+
+# The plugins that see a report in a group's child too: pytest's session (it counts failures for -x and
+# --maxfail) and its subtests (a test with a failed subtest fails); every other one sees it in pytest's process.
+CHILD_REPORT_PLUGINS = frozenset({"session", "subtests"})
+
+
+def _divert(config: pytest.Config, log_fd: int) -> None:
+    """In the child: the reports of each phase as it ends, those a test logs itself (subtests) and the warnings
+    caught go to the log, and no further than CHILD_REPORT_PLUGINS."""
+    hooks: Any = config.pluginmanager.hook
+    manager = config.pluginmanager
+    logreport = hooks.pytest_runtest_logreport
+    dispatch = logreport._hookexec
+
+    def reports(name: str, impls: list[Any], kwargs: dict[str, Any], firstresult: bool) -> object:
+        kept = [impl for impl in impls if manager.get_name(impl.plugin) in CHILD_REPORT_PLUGINS]
+        if kept:
+            dispatch(name, kept, kwargs, firstresult)
+        report = kwargs["report"]
+        data = config.hook.pytest_report_to_serializable(config=config, report=report)
+        if data is not None:  # with pytest's count of the test's failed subtests (they fail the test itself)
+            log_line(log_fd, {"report": data, "failed_subtests": failed_subtests(config).get(report.nodeid, 0)})
+        return []
+
+    def caught(name: str, impls: object, kwargs: dict[str, Any], firstresult: bool) -> object:
+        message = kwargs["warning_message"]
+        log_line(log_fd, {"warning": {"message": str(message.message), "category": message.category.__name__,
+                                      "filename": message.filename, "lineno": message.lineno,
+                                      "nodeid": kwargs.get("nodeid", "")}})
+        return []
+
+    logreport._hookexec = reports  # pluggy's dispatch of these hooks, in this child only
+    hooks.pytest_warning_recorded._hookexec = caught
+
+
+def _forget_inherited_finalizers(session: pytest.Session) -> None:
+    """In the child: what this process's pytest set up before the fork (a test it ran itself: a marked one) is
+    torn down there, not in every group's child too. The finalizers the child's own setups add run in it."""
+    stack = getattr(getattr(session, "_setupstate", None), "stack", None)
+    if isinstance(stack, dict):
+        for node, (finalizers, exc) in list(stack.items()):
+            if isinstance(finalizers, list):
+                stack[node] = ([], exc)

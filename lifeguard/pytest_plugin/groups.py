@@ -1,0 +1,337 @@
+"""``pytest --lifeguard`` in groups (the default mode): tests run together in one supervised child, pinned to
+the one test that fails the child's life.
+
+The pytest process (each pytest-xdist worker) runs no test itself. It holds the tests pytest hands it and,
+at the end of the session or every GROUP_TESTS tests, forks one child for all of them (lifeguard.run.fork_here):
+the child runs each test's whole protocol (setup, call, teardown) as plain pytest would, one after the other
+in one process, writes pytest's own reports of them to a log this process reads, and then ends through the
+real exit (atexit, finalization, C++ static destructors). This process supervises it like any run, with a
+deadline per test (each test's start in the log + its timeout), and then logs the reports: an ordinary
+failure, skip or xfail is pytest's own report, word for word.
+
+When the child's life fails, the group is taken apart until each failure has one test:
+- a crash or a hang in a test: that test fails with the evidence; the tests after it run in a new child, and
+  those before it again, since their exit was not seen;
+- a failed exit (a crash or hang after the last test, a failed finalization, a process left behind): the
+  group is split in two halves, each run again from this process's clean state, down to the one test whose
+  run alone fails so (bisection). Every test is reported once, from the child whose whole life was seen.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import functools
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+
+from lifeguard.model.outcomes import Outcome
+from lifeguard.model.result import RunResult
+from lifeguard.model.run import RunKind, RunSpec, StartMode
+from lifeguard.model.scenario import DEFAULT_TIMEOUT, DEFAULT_VARIANT
+from lifeguard.pytest_plugin.group_child import group_body
+from lifeguard.pytest_plugin.guard import RawEcho, foreign_threads, interrupted_at, scenario_for
+from lifeguard.pytest_plugin.keeper import PHASES, TestPhase, WorkerLog, report_from_log
+from lifeguard.pytest_plugin.session_report import SessionRecord
+from lifeguard.pytest_plugin.settings import Settings
+from lifeguard.pytest_plugin.verdicts import failed_subtests, failure_text, interpreter, properties_of
+from lifeguard.run.fork_here import run_in_fork
+from lifeguard.session.evidence_hooks import capture_hang, explain_failure
+
+GROUP_TESTS = 200  # tests one child runs at most: a failed exit costs a bisection over this many
+GROUPS_FOLDER = "groups"  # runs_root/groups/N: the evidence of a group of several tests
+REPORTED = "lifeguard"  # the report section a failing test's lifeguard evidence goes in, beside pytest's own
+
+
+@dataclass
+class Settled:
+    """One test's part of a group child whose life was seen: pytest's reports of it (serialized, as logged),
+    the warnings it raised, and lifeguard's run when it is the test that failed the child's life."""
+
+    item: pytest.Item
+    reports: list[dict[str, Any]]
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    failed: RunResult | None = None
+    phase: TestPhase | None = None  # the phase a test died in (a crash or hang in its body), else None
+    group: RunResult | None = None  # the clean group run a passing test was part of
+    failed_subtests: int = 0  # pytest's count of them in the child
+
+
+class GroupLog:
+    """The group child's log, read as it grows: the test in progress and when it started, for the deadline."""
+
+    def __init__(self, fd: int, timeouts: dict[str, float], exit_timeout: float) -> None:
+        self.fd = fd
+        self.timeouts = timeouts
+        self.exit_timeout = exit_timeout
+        self.offset = 0
+        self.current: str | None = None
+        self.since: float | None = None  # the current test's start, or the last test's end
+
+    def deadline(self, deadline: float) -> float:
+        """The deadline in force (supervise.MovingDeadline): the test in progress's start + its timeout; after
+        a test, the end of the last one + the exit's time; the run's own ``deadline`` before the first test
+        starts."""
+        size = os.fstat(self.fd).st_size
+        if size > self.offset:
+            data = os.pread(self.fd, size - self.offset, self.offset)
+            complete = data.rfind(b"\n") + 1  # a line cut by the child's write is read whole next time
+            for line in data[:complete].split(b"\n"):
+                if line.startswith(b'{"start"') or line.startswith(b'{"finish"'):
+                    entry = json.loads(line)
+                    self.current = entry.get("start")
+                    self.since = float(entry["at"])
+            self.offset += complete
+        if self.since is None:
+            return deadline
+        if self.current is not None:
+            return self.since + self.timeouts.get(self.current, DEFAULT_TIMEOUT)
+        return self.since + self.exit_timeout
+
+
+class GroupRunner:
+    """The tests pytest hands this process under --lifeguard, held and run in groups (see the module's
+    docstring)."""
+
+    def __init__(self, config: pytest.Config, settings: Settings, record: SessionRecord) -> None:
+        self.config = config
+        self.settings = settings
+        self.record = record
+        self.pending: list[pytest.Item] = []
+        self.timeouts: dict[str, float] = {}
+        self.runs = 0
+        self._indices: dict[str, int] = {}  # node id -> index in the session's tests (pytest-xdist's worker)
+
+    def add(self, item: pytest.Item, nextitem: pytest.Item | None, pytest_timeout: float | None) -> None:
+        """A test pytest would run now: held, and the held ones run when the group is full or the last."""
+        timeout = self.settings.timeout or DEFAULT_TIMEOUT
+        if pytest_timeout is not None:
+            timeout = min(timeout, pytest_timeout)
+        self.timeouts[item.nodeid] = timeout
+        self.pending.append(item)
+        if nextitem is None or len(self.pending) >= GROUP_TESTS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Run the held tests and report each, in order; stop where pytest's session would (-x, --maxfail)."""
+        items, self.pending = self.pending, []
+        session = self.config.pluginmanager.get_plugin("session") or (items[0].session if items else None)
+        for settled in self._settle(items):
+            self._report(settled)
+            if session is not None and (session.shouldfail or session.shouldstop):
+                break
+
+    # --- running ----------------------------------------------------------------------------------------------
+
+    def _settle(self, items: list[pytest.Item], *, locating: bool = False) -> Iterator[Settled]:
+        """Each test's reports from a child whose life was seen whole (run again, split, as needed), in order.
+        ``locating``: a part of a group whose exit failed, run to find the test that fails it, which is then run
+        alone for the evidence; a run of several tests then reads no stacks and makes no diagnosis."""
+        if not items:
+            return
+        result, log = self._run(items, quick=locating and len(items) > 1)
+        by_id = {item.nodeid: item for item in items}
+        done = dict(zip(log.finished_ids, log.finished, strict=True))
+        if log.current is not None and log.current in by_id:  # died (crashed, hung) in a test
+            at = items.index(by_id[log.current])
+            yield from self._settle(items[:at])  # their exit was not seen
+            phases = [str(data.get("when")) for data in log.reports if isinstance(data.get("when"), str)]
+            phase: TestPhase = next((p for p in PHASES if p not in phases), "teardown")
+            note = (f"the test ran in a process that ran {at} test(s) before it, as plain pytest would "
+                    f"({', '.join(i.nodeid for i in items[:at][-3:])}{', ...' if at > 3 else ''})") if at else ""
+            failed = replace(result, notes=(*result.notes, note)) if note else result
+            yield Settled(by_id[log.current], log.reports, log.warnings_of(log.current), failed, phase,
+                          failed_subtests=log.failed_subtests.get(log.current, 0))
+            yield from self._settle(items[at + 1:])
+            return
+        if result.outcome is Outcome.PASSED:
+            seen = replace(result, notes=(*result.notes, (
+                f"passed in one process with the {len(done) - 1} other test(s) of its group "
+                f"({len(done)}, from {items[0].nodeid}), whose whole life, exit included, was seen clean")))
+            for item in items:
+                if item.nodeid in done:
+                    yield Settled(item, done[item.nodeid], log.warnings_of(item.nodeid), group=seen,
+                                  failed_subtests=log.failed_subtests.get(item.nodeid, 0))
+            missing = [item for item in items if item.nodeid not in done]
+            if missing and len(missing) < len(items):  # the child stopped early (-x): pytest decides on them
+                yield from self._settle(missing)
+            return
+        if not done:  # the child failed before its first test began: lifeguard's own failure, on the first
+            yield Settled(items[0], [], [], result, "setup")
+            yield from self._settle(items[1:])
+            return
+        if len(items) == 1:
+            yield Settled(items[0], done.get(items[0].nodeid, []), log.warnings_of(items[0].nodeid), result,
+                          failed_subtests=log.failed_subtests.get(items[0].nodeid, 0))
+            return
+        half = len(items) // 2  # the exit failed: which half leaves it (each run again from a clean copy)?
+        parts = [*self._settle(items[:half], locating=True), *self._settle(items[half:], locating=True)]
+        if parts and not any(part.failed is not None for part in parts):
+            parts[-1] = replace(parts[-1], failed=_combined(result, items), group=None)
+        yield from parts
+
+    def _run(self, items: list[pytest.Item], *, quick: bool = False) -> tuple[RunResult, WorkerLog]:
+        """One child for ``items``: its classified run and its log (``quick``: its outcome only, no stacks read,
+        no diagnosis)."""
+        self.runs += 1
+        first = items[0]
+        record = self.record
+        record.open()
+        if len(items) == 1:
+            run_dir = record.folder_of(first.nodeid) / f"run-{self.runs}"
+            scenario = scenario_for(first, self.timeouts[first.nodeid], 1)
+            name, replay = scenario.name, scenario.replay or ""
+        else:
+            run_dir = record.runs_root / GROUPS_FOLDER / str(self.runs)
+            name, replay = f"{first.nodeid} and {len(items) - 1} more test(s)", ""
+        spec = RunSpec(scenario=name, variant=DEFAULT_VARIANT, index=0, kind=RunKind.FUNCTION, path=str(first.path),
+                       function=getattr(first, "originalname", first.name), code=None, interpreter=interpreter(),
+                       timeout=self.timeouts[first.nodeid], run_dir=run_dir, expected="passed",
+                       mode=StartMode.PYTEST_FORK, replay=replay, cores=not quick)
+        with tempfile.TemporaryFile() as made:
+            log_fd = os.dup(made.fileno())
+        try:
+            watch = GroupLog(log_fd, self.timeouts, max(self.timeouts[i.nodeid] for i in items))
+            live = RawEcho() if self.config.getoption("capture", "fd") == "no" else None
+            threads = foreign_threads()
+            try:
+                forked = run_in_fork(spec, group_body(items, log_fd), capture_hooks=() if quick else (capture_hang,),
+                                     live=live,
+                                     meanwhile=lambda: record.meanwhile(run_dir, None), moving=watch.deadline)
+            except KeyboardInterrupt:
+                current = WorkerLog.read(log_fd).current
+                interrupted = next((item for item in items if item.nodeid == current), None)
+                if interrupted is not None:
+                    interrupted_at(interrupted, run_dir)
+                raise
+            result = forked if quick else explain_failure(spec, forked)
+            if threads:
+                result = replace(result, notes=(*result.notes, (
+                    f"forked while pytest's process ran other threads ({', '.join(threads[:5])}): the child has none "
+                    "of them, so a hang on a lock one of them held would be the fork's, not the test's")))
+            log = WorkerLog.read(log_fd)
+        finally:
+            os.close(log_fd)
+        if result.outcome is Outcome.PASSED:
+            record.discard(run_dir)
+        return result, log
+
+    # --- reporting --------------------------------------------------------------------------------------------
+
+    def _report(self, settled: Settled) -> None:
+        """A settled test into this process's hooks, as pytest's own protocol logs a test it ran."""
+        item = settled.item
+        config = self.config
+        hook = item.ihook
+        reports = []
+        for data in settled.reports:
+            report = report_from_log(config, data)
+            if report is not None:
+                reports.append(report)
+        scenario = scenario_for(item, self.timeouts.get(item.nodeid, DEFAULT_TIMEOUT), 1)
+        if settled.failed is not None:
+            failed = replace(settled.failed, scenario=scenario.name, replay=scenario.replay or "")
+            summaries = self.record.add(scenario, [failed])
+            properties = properties_of(summaries, self.record.report_dir)
+            reports = _with_failure(item, reports, failure_text(summaries), properties, settled.phase)
+        elif settled.group is not None:
+            self.record.add(scenario, [replace(settled.group, scenario=scenario.name, replay=scenario.replay or "",
+                                               duration=sum(float(getattr(r, "duration", 0.0)) for r in reports))])
+        if settled.failed_subtests:
+            counts = failed_subtests(config)
+            counts[item.nodeid] = max(counts.get(item.nodeid, 0), settled.failed_subtests)
+        capture = config.pluginmanager.getplugin("capturemanager")
+        hook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext(), \
+                self._xdist_at(item):
+            for report in reports:
+                hook.pytest_runtest_logreport(report=report)
+            for entry in settled.warnings:
+                _replay_warning(hook, entry)
+        hook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+
+
+    @contextlib.contextmanager
+    def _xdist_at(self, item: pytest.Item) -> Iterator[None]:
+        """A pytest-xdist worker sends each report with the index of the test it runs now, and checks that they
+        agree; the held tests' reports come later, so for their length its index is theirs (its private
+        ``item_index``, where it is what this expects)."""
+        worker = self._xdist_worker
+        if worker is None:
+            yield
+            return
+        if not self._indices:
+            self._indices = {test.nodeid: n for n, test in enumerate(item.session.items)}
+        before = worker.item_index
+        worker.item_index = self._indices.get(item.nodeid, before)
+        try:
+            yield
+        finally:
+            worker.item_index = before
+
+    @functools.cached_property
+    def _xdist_worker(self) -> Any:
+        if not hasattr(self.config, "workerinput"):
+            return None
+        return next((plugin for plugin in self.config.pluginmanager.get_plugins()
+                     if type(plugin).__name__ == "WorkerInteractor" and isinstance(getattr(plugin, "item_index", None),
+                                                                                     int)), None)
+
+
+def _combined(result: RunResult, items: list[pytest.Item]) -> RunResult:
+    """A group's failed exit that no part of it shows alone (the tests together leave it, or it is flaky)."""
+    named = ", ".join(item.nodeid for item in items[:5]) + (", ..." if len(items) > 5 else "")
+    return replace(result, notes=(*result.notes, (
+        f"the exit of a process that ran these {len(items)} tests failed so ({named}); run again in halves, "
+        "neither half alone did: the tests together leave it, or it does not happen every time")))
+
+
+def _with_failure(item: pytest.Item, reports: list[pytest.TestReport], text: str,
+                  properties: list[tuple[str, object]], phase: TestPhase | None) -> list[pytest.TestReport]:
+    """The test's reports with lifeguard's failure: the call's (or the phase it died in) fails with lifeguard's
+    evidence; pytest's own failure of it, if any, stays as pytest wrote it, the evidence beside it."""
+    when: TestPhase = phase or "call"
+    at = next((n for n, report in enumerate(reports) if report.when == when), None)
+    if at is not None and reports[at].failed:
+        reports[at].sections.append((f"{REPORTED} {when}", text))
+    else:
+        call = pytest.CallInfo.from_call(lambda: pytest.fail(text, pytrace=False), when=when)
+        failure = item.ihook.pytest_runtest_makereport(item=item, call=call)
+        if at is not None:
+            failure.sections = list(reports[at].sections)
+            failure.duration = reports[at].duration
+            reports[at] = failure
+        else:
+            reports.append(failure)
+    last = reports[-1]
+    last.user_properties = [*last.user_properties, *properties]
+    return reports
+
+
+def _replay_warning(hook: Any, entry: dict[str, Any]) -> None:
+    """A warning the child caught in a test, into pytest's warnings summary."""
+    category: type[Warning] = UserWarning
+    found = getattr(builtins, str(entry.get("category")), None)
+    if isinstance(found, type) and issubclass(found, Warning):
+        category = found
+    message = warnings.WarningMessage(category(str(entry.get("message"))), category, str(entry.get("filename")),
+                                      int(entry.get("lineno") or 0))
+    hook.pytest_warning_recorded.call_historic(kwargs={"warning_message": message, "when": "runtest",
+                                                       "nodeid": str(entry.get("nodeid")), "location": None})
+
+
+def runner_of(config: pytest.Config, settings: Settings, record: SessionRecord) -> GroupRunner:
+    runner: GroupRunner | None = config.stash.get(RUNNER_KEY, None)
+    if runner is None:
+        runner = config.stash[RUNNER_KEY] = GroupRunner(config, settings, record)
+    return runner
+
+
+RUNNER_KEY: pytest.StashKey[GroupRunner] = pytest.StashKey()
