@@ -55,11 +55,11 @@ SECTIONS: dict[str, Section] = {
         "as a user installs it.",
         "[A CI step under guard](running.md#a-ci-step-under-guard)"),
     "pytest": Section(
-        "pytest --lifeguard, per test", "pytest_overhead.py",
-        "msgpack's own suite under plain pytest, `--lifeguard`, pytest-forked and pytest-isolate, in turn. Most "
-        "of `--lifeguard`'s cost is the price of catching crashes at exit: each test ends through the "
-        "interpreter's own exit in a copy of the pytest process, whose copy-on-write faults no tool that does "
-        "so avoids; the floor row measures that alone.",
+        "pytest --lifeguard on real suites", "pytest_overhead.py",
+        "The own test suites of four compiled packages, built from their sdists, under plain pytest and "
+        "`--lifeguard` (tests in groups, the default), alone and with `-n 2`, in turn, and once with a child per "
+        "test; then with a test added that leaves a C destructor crashing at exit: its session time is the "
+        "bisection's price.",
         "[In your pytest suite](pytest.md)"),
     "fidelity": Section(
         "Fidelity", "fidelity.py",

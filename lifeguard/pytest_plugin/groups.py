@@ -2,7 +2,8 @@
 the one test that fails the child's life.
 
 The pytest process (each pytest-xdist worker) runs no test itself. It holds the tests pytest hands it and,
-at the end of the session or every GROUP_TESTS tests, forks one child for all of them (lifeguard.run.fork_here):
+at the end of the session or when a group's worth is held (about GROUP_SECONDS of tests, by the time the tests
+of earlier groups took), forks one child for all of them (lifeguard.run.fork_here):
 the child runs each test's whole protocol (setup, call, teardown) as plain pytest would, one after the other
 in one process, writes pytest's own reports of them to a log this process reads, and then ends through the
 real exit (atexit, finalization, C++ static destructors). This process supervises it like any run, with a
@@ -45,7 +46,12 @@ from lifeguard.pytest_plugin.verdicts import failed_subtests, failure_text, inte
 from lifeguard.run.fork_here import run_in_fork
 from lifeguard.session.evidence_hooks import capture_hang, explain_failure
 
-GROUP_TESTS = 200  # tests one child runs at most: a failed exit costs a bisection over this many
+# A group's size: tests that take about GROUP_SECONDS together, measured on the groups before (the first has
+# GROUP_TESTS), within GROUP_BOUNDS. A child costs ~30 ms of fork, exit and supervision; a failed exit costs a
+# bisection of about twice the group's time.
+GROUP_SECONDS = 2.0
+GROUP_TESTS = 200
+GROUP_BOUNDS = (8, 1000)
 GROUPS_FOLDER = "groups"  # runs_root/groups/N: the evidence of a group of several tests
 REPORTED = "lifeguard"  # the report section a failing test's lifeguard evidence goes in, beside pytest's own
 
@@ -107,6 +113,7 @@ class GroupRunner:
         self.pending: list[pytest.Item] = []
         self.timeouts: dict[str, float] = {}
         self.runs = 0
+        self.group_size = GROUP_TESTS
         self._indices: dict[str, int] = {}  # node id -> index in the session's tests (pytest-xdist's worker)
 
     def add(self, item: pytest.Item, nextitem: pytest.Item | None, pytest_timeout: float | None) -> None:
@@ -116,7 +123,7 @@ class GroupRunner:
             timeout = min(timeout, pytest_timeout)
         self.timeouts[item.nodeid] = timeout
         self.pending.append(item)
-        if nextitem is None or len(self.pending) >= GROUP_TESTS:
+        if nextitem is None or len(self.pending) >= self.group_size:
             self.flush()
 
     def flush(self) -> None:
@@ -137,6 +144,9 @@ class GroupRunner:
         if not items:
             return
         result, log = self._run(items, quick=locating and len(items) > 1)
+        if not locating and log.finished and result.duration > 0:
+            each = result.duration / len(log.finished)
+            self.group_size = max(GROUP_BOUNDS[0], min(GROUP_BOUNDS[1], int(GROUP_SECONDS / each)))
         by_id = {item.nodeid: item for item in items}
         done = dict(zip(log.finished_ids, log.finished, strict=True))
         if log.current is not None and log.current in by_id:  # died (crashed, hung) in a test
@@ -235,13 +245,14 @@ class GroupRunner:
             report = report_from_log(config, data)
             if report is not None:
                 reports.append(report)
-        scenario = scenario_for(item, self.timeouts.get(item.nodeid, DEFAULT_TIMEOUT), 1)
         if settled.failed is not None:
+            scenario = scenario_for(item, self.timeouts.get(item.nodeid, DEFAULT_TIMEOUT), 1)
             failed = replace(settled.failed, scenario=scenario.name, replay=scenario.replay or "")
             summaries = self.record.add(scenario, [failed])
             properties = properties_of(summaries, self.record.report_dir)
             reports = _with_failure(item, reports, failure_text(summaries), properties, settled.phase)
-        elif settled.group is not None:
+        elif settled.group is not None and self.record.report_dir is not None:  # a passed test: only a report
+            scenario = scenario_for(item, self.timeouts.get(item.nodeid, DEFAULT_TIMEOUT), 1)  # folder lists it
             self.record.add(scenario, [replace(settled.group, scenario=scenario.name, replay=scenario.replay or "",
                                                duration=sum(float(getattr(r, "duration", 0.0)) for r in reports))])
         if settled.failed_subtests:
