@@ -52,6 +52,10 @@ from lifeguard.session.evidence_hooks import capture_hang, explain_failure
 GROUP_SECONDS = 2.0
 GROUP_TESTS = 200
 GROUP_BOUNDS = (8, 1000)
+# A part of a group whose exit hung, run to find the test that leaves the hang: its exit's deadline (the test
+# found is run alone with its whole timeout, which gives its verdict). A deadlock at exit never ends; a
+# bisection of 200 tests waits it out about 8 times.
+LOCATING_EXIT = 10.0
 GROUPS_FOLDER = "groups"  # runs_root/groups/N: the evidence of a group of several tests
 REPORTED = "lifeguard"  # the report section a failing test's lifeguard evidence goes in, beside pytest's own
 
@@ -208,7 +212,8 @@ class GroupRunner:
         with tempfile.TemporaryFile() as made:
             log_fd = os.dup(made.fileno())
         try:
-            watch = GroupLog(log_fd, self.timeouts, max(self.timeouts[i.nodeid] for i in items))
+            exit_timeout = max(self.timeouts[i.nodeid] for i in items)
+            watch = GroupLog(log_fd, self.timeouts, min(exit_timeout, LOCATING_EXIT) if quick else exit_timeout)
             live = RawEcho() if self.config.getoption("capture", "fd") == "no" else None
             threads = foreign_threads()
             try:

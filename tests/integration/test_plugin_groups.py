@@ -204,3 +204,41 @@ def test_pytests_own_outcomes_read_as_plain_pytest_reports_them(plugin_env: pyte
             if mine is not None and theirs is not None:
                 assert mine.get("message") == theirs.get("message"), name
     assert not any(properties(case) for case in guarded_cases.values())
+
+
+HANGS_AT_EXIT = """
+import threading
+
+import pytest
+
+_stop = threading.Event()
+
+
+@pytest.mark.parametrize("n", range(3))
+def test_before(n):
+    pass
+
+
+def test_leaves_a_thread_that_never_ends():
+    threading.Thread(target=_stop.wait, name="never-ends").start()  # not a daemon: the exit joins it
+
+
+@pytest.mark.parametrize("n", range(3))
+def test_after(n):
+    pass
+"""
+
+
+def test_a_hang_at_exit_is_pinned_to_the_test_that_leaves_it(plugin_env: pytest.Pytester, pace: Pace,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The group's exit hangs (Python joins a thread that never ends): the halves are run again, each exit
+    bounded, down to the one test, which fails hung@exit with the finding and the thread's stack."""
+    monkeypatch.setenv("COLUMNS", "300")
+    plugin_env.makepyfile(test_exit_hang=HANGS_AT_EXIT)
+    timeout = pace.deadline_text(3)
+    result = plugin_env.runpytest_subprocess("--lifeguard", "--lifeguard-timeout", timeout, "-rf",
+                                             timeout=INNER_SESSION_TIMEOUT)
+    result.assert_outcomes(passed=6, failed=1)
+    out = result.stdout.str()
+    assert "FAILED test_exit_hang.py::test_leaves_a_thread_that_never_ends - Failed: lifeguard: hung@exit" in out
+    assert "[exit-waits-for-thread]" in out and "from Python at wait (threading.py:" in out
