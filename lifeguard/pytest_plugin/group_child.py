@@ -6,6 +6,7 @@ the warnings it raises go to the group's log instead of to this copy of pytest's
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ def group_body(items: list[pytest.Item], log_fd: int) -> Callable[[], int]:
         from _pytest.warnings import catch_warnings_for_item
 
         config, session = items[0].config, items[0].session
+        warned = config.pluginmanager.has_plugin("warnings")  # pytest's warnings plugin (-p no:warnings: off)
         _divert(config, log_fd)
         _forget_inherited_finalizers(session)
         out, err = os.dup(1), os.dup(2)  # the run's relays: pytest's capture sets 1 and 2 back to the terminal
@@ -33,7 +35,8 @@ def group_body(items: list[pytest.Item], log_fd: int) -> Callable[[], int]:
             for at, item in enumerate(items):
                 log_line(log_fd, {"start": item.nodeid, "location": list(item.location), "at": time.monotonic()})
                 nextitem = items[at + 1] if at + 1 < len(items) else None
-                with catch_warnings_for_item(config=config, ihook=item.ihook, when="runtest", item=item):
+                with catch_warnings_for_item(config=config, ihook=item.ihook, when="runtest", item=item) \
+                        if warned else contextlib.nullcontext():
                     runtestprotocol(item, log=True, nextitem=nextitem)  # each report logged as made (_divert)
                 log_line(log_fd, {"finish": item.nodeid, "at": time.monotonic()})
                 if session.shouldfail or session.shouldstop:  # -x, --maxfail: torn down already, as pytest does

@@ -57,6 +57,8 @@ GROUP_BOUNDS = (8, 1000)
 # bisection of 200 tests waits it out about 8 times.
 LOCATING_EXIT = 10.0
 GROUPS_FOLDER = "groups"  # runs_root/groups/N: the evidence of a group of several tests
+NOTHING_RAN = ("lifeguard: the child of this test's group ended cleanly without a line of its log (no test began): "
+               "lifeguard's own failure; run it with --lifeguard-mode fork")
 REPORTED = "lifeguard"  # the report section a failing test's lifeguard evidence goes in, beside pytest's own
 
 
@@ -165,7 +167,7 @@ class GroupRunner:
                           failed_subtests=log.failed_subtests.get(log.current, 0))
             yield from self._settle(items[at + 1:])
             return
-        if result.outcome is Outcome.PASSED:
+        if result.outcome is Outcome.PASSED and done:
             seen = replace(result, notes=(*result.notes, (
                 f"passed in one process with the {len(done) - 1} other test(s) of its group "
                 f"({len(done)}, from {items[0].nodeid}), whose whole life, exit included, was seen clean")))
@@ -250,7 +252,9 @@ class GroupRunner:
             report = report_from_log(config, data)
             if report is not None:
                 reports.append(report)
-        if settled.failed is not None:
+        if settled.failed is not None and settled.failed.outcome is Outcome.PASSED:  # never lost silently
+            reports = _with_failure(item, reports, NOTHING_RAN, [], "setup")
+        elif settled.failed is not None:
             scenario = scenario_for(item, self.timeouts.get(item.nodeid, DEFAULT_TIMEOUT), 1)
             failed = replace(settled.failed, scenario=scenario.name, replay=scenario.replay or "")
             summaries = self.record.add(scenario, [failed])
