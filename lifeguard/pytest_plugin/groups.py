@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from lifeguard.model.outcomes import Outcome
+from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import RunResult
 from lifeguard.model.run import RunKind, RunSpec, StartMode
 from lifeguard.model.scenario import DEFAULT_TIMEOUT, DEFAULT_VARIANT
@@ -260,10 +260,9 @@ class GroupRunner:
             summaries = self.record.add(scenario, [failed])
             properties = properties_of(summaries, self.record.report_dir)
             reports = _with_failure(item, reports, failure_text(summaries), properties, settled.phase)
-        elif settled.group is not None and self.record.report_dir is not None:  # a passed test: only a report
-            scenario = scenario_for(item, self.timeouts.get(item.nodeid, DEFAULT_TIMEOUT), 1)  # folder lists it
-            self.record.add(scenario, [replace(settled.group, scenario=scenario.name, replay=scenario.replay or "",
-                                               duration=sum(float(getattr(r, "duration", 0.0)) for r in reports))])
+        elif settled.group is not None and self.record.report_dir is not None:  # only a report folder lists it
+            scenario = scenario_for(item, self.timeouts.get(item.nodeid, DEFAULT_TIMEOUT), 1)
+            self.record.add(scenario, [_own_run(settled.group, scenario.name, scenario.replay or "", reports)])
         if settled.failed_subtests:
             counts = failed_subtests(config)
             counts[item.nodeid] = max(counts.get(item.nodeid, 0), settled.failed_subtests)
@@ -303,6 +302,19 @@ class GroupRunner:
         return next((plugin for plugin in self.config.pluginmanager.get_plugins()
                      if type(plugin).__name__ == "WorkerInteractor" and isinstance(getattr(plugin, "item_index", None),
                                                                                      int)), None)
+
+
+def _own_run(group: RunResult, name: str, replay: str, reports: list[pytest.TestReport]) -> RunResult:
+    """A test's run in a group whose life was clean, as lifeguard's report lists it: failed in its body when
+    pytest failed it (as its own child's run would have), else passed."""
+    own = replace(group, scenario=name, replay=replay, duration=sum(float(r.duration) for r in reports))
+    failing = next((r for r in reports if r.failed), None)
+    if failing is None:
+        return own
+    crash = getattr(failing.longrepr, "reprcrash", None)
+    message = str(getattr(crash, "message", "") or "").split("\n", 1)[0]
+    return replace(own, outcome=Outcome.FAILED, phase=Phase.RUN, exit_code=1,
+                   reason=f"pytest failed its {failing.when}: {message}".rstrip(": "))
 
 
 def _combined(result: RunResult, items: list[pytest.Item]) -> RunResult:
