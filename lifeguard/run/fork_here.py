@@ -15,6 +15,7 @@ import posix
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +30,9 @@ from lifeguard.run.live import LiveOutput
 from lifeguard.run.relay import Relays
 from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP, CaptureHook, MovingDeadline, starting, supervise
 
+# Python 3.12+ warns of a fork of a multi-threaded process (a pytest-xdist worker runs its channel's thread): in
+# the warnings summary of the test being run, or raised under -W error.
+MULTI_THREADED_FORK = r".*is multi-threaded, use of fork\(\) may lead to deadlocks"
 END_TIMEOUT = 5.0  # for a child killed outside supervision to be reaped (one in uninterruptible sleep is left)
 
 
@@ -71,7 +75,9 @@ def run_in_fork(spec: RunSpec, body: Callable[[], int], *, cancel: threading.Eve
                 if sigchld_ignored:
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 started = time.monotonic()
-                pid = posix.fork()  # the real one: a test's fixture may have patched os.fork
+                with warnings.catch_warnings():  # lifeguard's own fork: the threads it leaves out are the harness's
+                    warnings.filterwarnings("ignore", MULTI_THREADED_FORK, DeprecationWarning)
+                    pid = posix.fork()  # the real one: a test's fixture may have patched os.fork
                 if pid == 0:
                     forked_test.become_run(str(join) if join is not None else "", fds, env, child, body,
                                            own_streams=own_streams,
