@@ -202,12 +202,11 @@ def main() -> int:
         return 3
     (root / "cwd").mkdir(exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="lifeguard-pytest-overhead-"))
-    lines: list[str] = []
+    lines: list[str] = []  # for docs/figures.md: a line a suite, and one a suite with the exit crash
     ok = True
 
     def say(line: str) -> None:
         print(line, flush=True)
-        lines.append(line)
 
     try:
         times: dict[tuple[str, str], list[float]] = {(s.name, row): [] for s in chosen for row in ROWS}
@@ -229,6 +228,7 @@ def main() -> int:
         say(f"{'suite':<12}{'tests':>6}  {'row':<24}{'session s':>10}{'ratio':>8}  {'rounds':<28}same counts as plain")
         for suite in chosen:
             plain = results[(suite.name, "plain")]
+            parts: list[str] = []
             for row in [*ROWS, *ONCE]:
                 median = statistics.median(times[(suite.name, row)])
                 base_row = "-n 2 plain" if row.startswith("-n 2") else "plain"
@@ -242,11 +242,17 @@ def main() -> int:
                     ok = False
                 say(f"{suite.name:<12}{len(plain):>6}  {row:<24}{median:>10.2f}{ratio:>8.2f}  {spread:<28}"
                     f"{'yes' if same else 'NO'} ({counts(results[(suite.name, row)])})")
+                parts.append(f"`{row}` {median:.2f} s" + (f", **{ratio:.2f}x** (rounds {spread})" if spread else
+                                                          f", {ratio:.2f}x" if row != base_row else "")
+                             + ("" if same else " (NOT the same counts)"))
+            lines.append(f"{suite.name} ({suite.requirement}, {counts(plain)}; ratio to plain pytest, with `-n 2` to "
+                         f"plain `-n 2`): {'; '.join(parts)}")
         folder = exit_crash_files(scratch)
         say(f"with {folder.name}/test_zz_exit_crash.py added (its one test leaves a C destructor that crashes at "
             "exit): session time, exit code, and whether that test failed naming the destructor")
         for suite in chosen:
             clean = statistics.median(times[(suite.name, "--lifeguard")])
+            parts = []
             for row, extra in (("plain", []), ("--lifeguard", ["--lifeguard"]),
                                ("-n 2 --lifeguard", ["-n", "2", "--lifeguard"]), *ONCE.items()):
                 junit = scratch / f"{suite.name}-crash-{row.replace(' ', '')}.xml"
@@ -263,6 +269,10 @@ def main() -> int:
                 say(f"{suite.name:<12}{row:<24}{seconds:>8.2f} s  exit {code:<4} "
                     f"{'named ' + CRASH_FRAME if named else 'not named'}"
                     f"{', ' + str(blamed) + ' other test(s) failed' if blamed > 0 else ''}  {price}")
+                parts.append(f"`{row}` {seconds:.2f} s, exit {code}, " + (
+                    "the test failed naming the destructor" if named else "the test not named")
+                    + (f" ({price})" if price else "") + (f", {blamed} other test(s) failed" if blamed > 0 else ""))
+            lines.append(f"{suite.name} with a test that leaves a C destructor crashing at exit: {'; '.join(parts)}")
         if args.figures:
             record("pytest", lines)
         return 0 if ok else 1
