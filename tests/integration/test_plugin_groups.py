@@ -95,6 +95,15 @@ def test_an_exit_crash_left_by_one_test_of_many_is_pinned_to_that_test(plugin_en
                for run in passed), passed[0]["notes"]
 
 
+def _with_timeout(plugin_env: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, timeout: str,
+                  **files: str) -> pytest.RunResult:
+    """A --lifeguard session over ``files`` with this --lifeguard-timeout, its short summary's lines whole."""
+    monkeypatch.setenv("COLUMNS", "300")
+    plugin_env.makepyfile(**files)
+    return plugin_env.runpytest_subprocess("--lifeguard", "--lifeguard-timeout", timeout, "-rf",
+                                           timeout=INNER_SESSION_TIMEOUT)
+
+
 DYING = """
 import ctypes, os, time
 
@@ -130,11 +139,8 @@ def test_a_crash_an_exit_or_a_hang_in_a_test_fails_it_and_every_other_test_runs(
     """Each ends the group's child in its test: that test fails with lifeguard's evidence (its phase, the
     call), the tests before it run again in a new child (their exit was not seen) and pass, the rest go on; a
     test that ends its process with status 0 never passes; a hang ends at its own test's deadline."""
-    monkeypatch.setenv("COLUMNS", "300")  # the short summary's lines whole
-    plugin_env.makepyfile(test_dying=DYING)
     timeout = pace.deadline_text(3)
-    result = plugin_env.runpytest_subprocess("--lifeguard", "--lifeguard-timeout", timeout, "-rf",
-                                             timeout=INNER_SESSION_TIMEOUT)
+    result = _with_timeout(plugin_env, monkeypatch, timeout, test_dying=DYING)
     result.assert_outcomes(passed=3, failed=3)
     out = result.stdout.str()
     assert "FAILED test_dying.py::test_2_crashes - Failed: lifeguard: crashed@run (SIGSEGV)" in out
@@ -233,11 +239,7 @@ def test_a_hang_at_exit_is_pinned_to_the_test_that_leaves_it(plugin_env: pytest.
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The group's exit hangs (Python joins a thread that never ends): the halves are run again, each exit
     bounded, down to the one test, which fails hung@exit with the finding and the thread's stack."""
-    monkeypatch.setenv("COLUMNS", "300")
-    plugin_env.makepyfile(test_exit_hang=HANGS_AT_EXIT)
-    timeout = pace.deadline_text(3)
-    result = plugin_env.runpytest_subprocess("--lifeguard", "--lifeguard-timeout", timeout, "-rf",
-                                             timeout=INNER_SESSION_TIMEOUT)
+    result = _with_timeout(plugin_env, monkeypatch, pace.deadline_text(3), test_exit_hang=HANGS_AT_EXIT)
     result.assert_outcomes(passed=6, failed=1)
     out = result.stdout.str()
     assert "FAILED test_exit_hang.py::test_leaves_a_thread_that_never_ends - Failed: lifeguard: hung@exit" in out
