@@ -33,6 +33,7 @@ from pathlib import Path
 from _trivial import BODY as CODE
 from _trivial import ROOT, write_scenario
 from figures import record
+from steps import steps_report
 
 BARE_TIMEOUT = 30.0
 
@@ -196,6 +197,7 @@ def main() -> int:
         print(f"  {name:14s} {per_run * 1000:7.2f} ms   ratio to bare {per_run / base:5.2f}")
     ratio = statistics.median(times["lifeguard -j1"]) / base
     print(f"overhead ratio (lifeguard -j1 / bare): {ratio:.2f}  (target <= 1.2)")
+    steps_report()  # where a run's supervision time goes, step by step
     tool = installed_tool(python)
     with tempfile.TemporaryDirectory() as tmp:
         program = program_overhead(tool, Path(tmp), args.program_rounds, args.program_seconds)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from _trivial import write_scenario
 from figures import record
+from steps import steps_report
 
 
 def engine_rate(scenario: Path, runs: int, mode: str) -> float:
@@ -81,6 +82,7 @@ def main() -> int:
         print(f"  fresh interpreter   {fresh_rate:7.1f} runs/s   {1000 / fresh_rate:6.2f} ms/run")
         print(f"  warm fork-server    {forked_rate:7.1f} runs/s   {1000 / forked_rate:6.2f} ms/run")
         print(f"fork-server throughput / fresh: {forked_rate / fresh_rate:.2f}x  (target >= 5x)")
+        steps_report()  # where a run's supervision time goes, step by step
         if args.figures:
             record("throughput", [
                 f"fresh interpreter: {fresh_rate:.1f} runs/s ({1000 / fresh_rate:.2f} ms a run)",

@@ -1,0 +1,144 @@
+"""What each step of a run's supervision costs, measured alone: so that a regression of throughput.py or
+overhead.py shows where it came from.
+
+Each step is lifeguard's own code, timed over many repetitions without a run around it:
+- folder: the run's folder and its result channel made (RunFiles.create), then removed as a passed run's is;
+- cgroup move: a run's cgroup folder made and a live process moved into it (the supervisor's part of a run's
+  start), then the folder's kill and removal at the end (here a member is left to kill, which a passed run
+  has not); repetitions are spaced as runs are (RUN_SPACING): a move right after another one is cheaper;
+- ancestry: the same for a run tracked by ancestry instead (the pytest plugin's runs);
+- relays: the output relays of a run set up, pumped and closed with nothing written.
+
+The processes moved are `sleep` children started outside the timing. Where a step cannot run here (no
+writable cgroup hierarchy), it says why and the rest go on.
+
+    python benchmarks/steps.py [--repeat 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from _trivial import ROOT  # noqa: F401  (puts this checkout on sys.path)
+
+from lifeguard.interpreter import resolve
+from lifeguard.model.run import RunKind, RunSpec
+from lifeguard.run.containment import containment
+from lifeguard.run.launch import RunFiles
+from lifeguard.run.relay import Relays
+from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP
+
+
+def _spec(run_dir: Path) -> RunSpec:
+    return RunSpec(scenario="steps", variant="default", index=0, kind=RunKind.FUNCTION, path="", function="",
+                   code=None, interpreter=resolve(None), timeout=30.0, run_dir=run_dir, expected="passed")
+
+
+def folder(root: Path, repeat: int) -> tuple[float, float]:
+    """Seconds a run of making its folder and channel, and of removing them."""
+    made = gone = 0.0
+    for n in range(repeat):
+        run_dir = root / f"run-{n}"
+        started = time.perf_counter()
+        _, events_fd = RunFiles.create(run_dir)
+        os.close(events_fd)
+        middle = time.perf_counter()
+        shutil.rmtree(run_dir)
+        made, gone = made + middle - started, gone + time.perf_counter() - middle
+    return made / repeat, gone / repeat
+
+
+# Between two repetitions of a membership step, the time a trivial run takes: a cgroup move pays the kernel's
+# RCU grace period only when no other move came just before it, as between runs; back to back, it does not.
+RUN_SPACING = 0.03
+
+
+def membership(repeat: int, by_ancestry: bool) -> tuple[float, float]:
+    """Seconds a run of its membership's start (made, and a live process put in it) and of its end (killed,
+    reaped, removed)."""
+    guard = containment()
+    begin = end = 0.0
+    for n in range(repeat):
+        time.sleep(RUN_SPACING)
+        sleeper = subprocess.Popen(["sleep", "30"], stdin=subprocess.DEVNULL)
+        try:
+            started = time.perf_counter()
+            run = guard.for_run(f"steps-{n}-{os.getpid()}", by_ancestry=by_ancestry)
+            run.adopt(sleeper.pid)
+            middle = time.perf_counter()
+            run.close()
+            sleeper.kill()
+            sleeper.wait(timeout=10)
+            begin, end = begin + middle - started, end + time.perf_counter() - middle
+        finally:
+            if sleeper.poll() is None:
+                sleeper.kill()
+                sleeper.wait(timeout=10)
+    return begin / repeat, end / repeat
+
+
+def relays(root: Path, repeat: int) -> float:
+    """Seconds a run of its two output relays: made, handed to a child that writes nothing, closed."""
+    total = 0.0
+    for n in range(repeat):
+        run_dir = root / f"relay-{n}"
+        files, events_fd = RunFiles.create(run_dir)
+        os.close(events_fd)
+        started = time.perf_counter()
+        pair = Relays(_spec(run_dir), files.stdout, files.stderr, DEFAULT_OUTPUT_CAP, None)
+        pair.started()  # the child has its ends: ours are closed
+        pair.close()
+        total += time.perf_counter() - started
+        shutil.rmtree(run_dir)
+    return total / repeat
+
+
+def measure(repeat: int, say: Callable[[str], None] = print) -> None:
+    """Print each step's cost a run (ms); a step that cannot run here says why."""
+    root = Path(tempfile.mkdtemp(prefix="lifeguard-steps-"))
+    try:
+        say(f"supervision steps, each alone, {repeat} repetitions (ms a run):")
+        made, gone = folder(root, repeat)
+        say(f"  folder: made {made * 1000:.2f}, removed {gone * 1000:.2f}")
+        for name, by_ancestry in (("cgroup", False), ("ancestry", True)):
+            if name == "cgroup" and containment().session is None:
+                say(f"  cgroup: not measured ({containment().why_not_cgroup or 'no cgroup here'})")
+                continue
+            try:
+                begin, end = membership(repeat, by_ancestry)
+            except OSError as exc:
+                say(f"  {name}: not measured ({exc})")
+                continue
+            say(f"  membership by {name}: start {begin * 1000:.2f} (made, a process put in), end {end * 1000:.2f}")
+        say(f"  relays: {relays(root, repeat) * 1000:.2f} (made, started, closed)")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        containment().close()
+
+
+def steps_report(repeat: int = 100) -> None:
+    """``measure`` for another benchmark: a step's failure is printed, never that benchmark's end."""
+    try:
+        measure(repeat)
+    except Exception as exc:
+        print(f"supervision steps: not measured ({type(exc).__name__}: {exc})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=200)
+    args = parser.parse_args()
+    measure(args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
