@@ -24,7 +24,8 @@ MODE_HELP = ("how --lifeguard runs the tests: 'group' (the default: many tests i
              "and the test's arguments can be sent to a new interpreter); marked tests always run fresh")
 
 TIMEOUT_HELP = ("deadline in seconds of the body of every supervised run (a lifeguard test, a --lifeguard test, "
-                "a fixture call); a marker's timeout= wins over it, and it over the ini file")
+                "a fixture call; in groups, each test from its setup to its teardown, and a group's exit); a "
+                "marker's timeout= wins over it, and it over the ini file")
 
 REPEAT_HELP = ("runs of every lifeguard test's body (and fixture call); a marker's repeat= wins over it, and "
                "it over the ini file")
