@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from lifeguard.pytest_plugin.keeper import log_line
 from lifeguard.pytest_plugin.verdicts import failed_subtests
+from lifeguard.pytest_plugin.worker_log import log_line
 
 
 def group_body(items: list[pytest.Item], log_fd: int) -> Callable[[], int]:

@@ -38,11 +38,17 @@ from lifeguard.model.result import RunResult
 from lifeguard.model.run import RunKind, RunSpec, StartMode
 from lifeguard.model.scenario import DEFAULT_TIMEOUT, DEFAULT_VARIANT
 from lifeguard.pytest_plugin.group_child import group_body
-from lifeguard.pytest_plugin.guard import RawEcho, foreign_threads, interrupted_at, scenario_for
-from lifeguard.pytest_plugin.keeper import PHASES, TestPhase, WorkerLog, report_from_log
+from lifeguard.pytest_plugin.guard import RawEcho, foreign_threads, interrupted_at, scenario_for, test_timeout
 from lifeguard.pytest_plugin.session_report import SessionRecord
 from lifeguard.pytest_plugin.settings import Settings
-from lifeguard.pytest_plugin.verdicts import failed_subtests, failure_text, interpreter, properties_of
+from lifeguard.pytest_plugin.verdicts import (
+    REPORT_SECTION,
+    failed_subtests,
+    failure_text,
+    interpreter,
+    properties_of,
+)
+from lifeguard.pytest_plugin.worker_log import TestPhase, WorkerLog, report_from_log
 from lifeguard.run.fork_here import run_in_fork
 from lifeguard.session.evidence_hooks import capture_hang, explain_failure
 
@@ -59,7 +65,6 @@ LOCATING_EXIT = 10.0
 GROUPS_FOLDER = "groups"  # runs_root/groups/N: the evidence of a group of several tests
 NOTHING_RAN = ("lifeguard: the child of this test's group ended cleanly without a line of its log (no test began): "
                "lifeguard's own failure; run it with --lifeguard-mode fork")
-REPORTED = "lifeguard"  # the report section a failing test's lifeguard evidence goes in, beside pytest's own
 
 
 @dataclass
@@ -74,6 +79,12 @@ class Settled:
     phase: TestPhase | None = None  # the phase a test died in (a crash or hang in its body), else None
     group: RunResult | None = None  # the clean group run a passing test was part of
     failed_subtests: int = 0  # pytest's count of them in the child
+
+
+def _settled(log: WorkerLog, item: pytest.Item, reports: list[dict[str, Any]], **verdict: Any) -> Settled:
+    """``item``'s part of the child whose log is ``log``: ``reports``, and what the log kept of it besides."""
+    return Settled(item, reports, log.warnings_of(item.nodeid), failed_subtests=log.failed_subtests.get(item.nodeid, 0),
+                   **verdict)
 
 
 class GroupLog:
@@ -124,10 +135,7 @@ class GroupRunner:
 
     def add(self, item: pytest.Item, nextitem: pytest.Item | None, pytest_timeout: float | None) -> None:
         """A test pytest would run now: held, and the held ones run when the group is full or the last."""
-        timeout = self.settings.timeout or DEFAULT_TIMEOUT
-        if pytest_timeout is not None:
-            timeout = min(timeout, pytest_timeout)
-        self.timeouts[item.nodeid] = timeout
+        self.timeouts[item.nodeid] = test_timeout(self.settings, pytest_timeout)
         self.pending.append(item)
         if nextitem is None or len(self.pending) >= self.group_size:
             self.flush()
@@ -135,10 +143,9 @@ class GroupRunner:
     def flush(self) -> None:
         """Run the held tests and report each, in order; stop where pytest's session would (-x, --maxfail)."""
         items, self.pending = self.pending, []
-        session = self.config.pluginmanager.get_plugin("session") or (items[0].session if items else None)
         for settled in self._settle(items):
             self._report(settled)
-            if session is not None and (session.shouldfail or session.shouldstop):
+            if settled.item.session.shouldfail or settled.item.session.shouldstop:
                 break
 
     # --- running ----------------------------------------------------------------------------------------------
@@ -158,13 +165,10 @@ class GroupRunner:
         if log.current is not None and log.current in by_id:  # died (crashed, hung) in a test
             at = items.index(by_id[log.current])
             yield from self._settle(items[:at])  # their exit was not seen
-            phases = [str(data.get("when")) for data in log.reports if isinstance(data.get("when"), str)]
-            phase: TestPhase = next((p for p in PHASES if p not in phases), "teardown")
             note = (f"the test ran in a process that ran {at} test(s) before it, as plain pytest would "
                     f"({', '.join(i.nodeid for i in items[:at][-3:])}{', ...' if at > 3 else ''})") if at else ""
             failed = replace(result, notes=(*result.notes, note)) if note else result
-            yield Settled(by_id[log.current], log.reports, log.warnings_of(log.current), failed, phase,
-                          failed_subtests=log.failed_subtests.get(log.current, 0))
+            yield _settled(log, by_id[log.current], log.reports, failed=failed, phase=log.died_in)
             yield from self._settle(items[at + 1:])
             return
         if result.outcome is Outcome.PASSED and done:
@@ -173,8 +177,7 @@ class GroupRunner:
                 f"({len(done)}, from {items[0].nodeid}), whose whole life, exit included, was seen clean")))
             for item in items:
                 if item.nodeid in done:
-                    yield Settled(item, done[item.nodeid], log.warnings_of(item.nodeid), group=seen,
-                                  failed_subtests=log.failed_subtests.get(item.nodeid, 0))
+                    yield _settled(log, item, done[item.nodeid], group=seen)
             missing = [item for item in items if item.nodeid not in done]
             if missing and len(missing) < len(items):  # the child stopped early (-x): pytest decides on them
                 yield from self._settle(missing)
@@ -184,8 +187,7 @@ class GroupRunner:
             yield from self._settle(items[1:])
             return
         if len(items) == 1:
-            yield Settled(items[0], done.get(items[0].nodeid, []), log.warnings_of(items[0].nodeid), result,
-                          failed_subtests=log.failed_subtests.get(items[0].nodeid, 0))
+            yield _settled(log, items[0], done.get(items[0].nodeid, []), failed=result)
             return
         half = len(items) // 2  # the exit failed: which half leaves it (each run again from a clean copy)?
         parts = [*self._settle(items[:half], locating=True), *self._settle(items[half:], locating=True)]
@@ -276,7 +278,6 @@ class GroupRunner:
                 _replay_warning(hook, entry)
         hook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
 
-
     @contextlib.contextmanager
     def _xdist_at(self, item: pytest.Item) -> Iterator[None]:
         """A pytest-xdist worker sends each report with the index of the test it runs now, and checks that they
@@ -332,7 +333,7 @@ def _with_failure(item: pytest.Item, reports: list[pytest.TestReport], text: str
     when: TestPhase = phase or "call"
     at = next((n for n, report in enumerate(reports) if report.when == when), None)
     if at is not None and reports[at].failed:
-        reports[at].sections.append((f"{REPORTED} {when}", text))
+        reports[at].sections.append((f"{REPORT_SECTION} {when}", text))  # beside pytest's own failure
     else:
         call = pytest.CallInfo.from_call(lambda: pytest.fail(text, pytrace=False), when=when)
         failure = item.ihook.pytest_runtest_makereport(item=item, call=call)

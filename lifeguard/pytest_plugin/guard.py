@@ -244,13 +244,17 @@ def fresh_refusal(item: pytest.Item) -> str | None:
     return None
 
 
+def test_timeout(settings: Settings, pytest_timeout: float | None) -> float:
+    """A guarded test's deadline: --lifeguard-timeout (or the default), or pytest-timeout's when smaller."""
+    timeout = settings.timeout or DEFAULT_TIMEOUT
+    return min(timeout, pytest_timeout) if pytest_timeout is not None else timeout
+
+
 def run_guarded(item: pytest.Item, runtest: Callable[[], object], settings: Settings, record: SessionRecord,
                 *, pytest_timeout: float | None, next_test: str | None = None) -> None:
     """An unmarked test under --lifeguard, forked or in a new interpreter as ``--lifeguard-mode`` says
     (``next_test``: see run_forked)."""
-    timeout = settings.timeout or DEFAULT_TIMEOUT
-    if pytest_timeout is not None:
-        timeout = min(timeout, pytest_timeout)
+    timeout = test_timeout(settings, pytest_timeout)
     repeat = settings.repeat or 1
     if settings.mode is GuardMode.FRESH:  # asked for: a test that cannot run so is refused, naming why
         _run_fresh(item, settings, record, timeout, repeat)

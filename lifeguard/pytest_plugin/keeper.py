@@ -17,25 +17,22 @@ called by a program that goes on after it, nothing changes.
 from __future__ import annotations
 
 import faulthandler
-import json
 import os
 import posix
 import signal
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 
 from lifeguard.model.result import signal_name
 from lifeguard.model.stacks import ProcessStacks, render_text
+from lifeguard.pytest_plugin.worker_log import WorkerLog, log_line, report_from_log
 
 CONTINUED_KEY: pytest.StashKey[bool] = pytest.StashKey()  # this worker goes on with a crashed one's session
-TestPhase = Literal["setup", "call", "teardown"]
-PHASES: tuple[TestPhase, ...] = ("setup", "call", "teardown")
-WORKER_LINE_LIMIT = 16 * 1024 * 1024  # a serialized report larger than this is not kept for a replay
 NATIVE_LINES = 30  # of the crashed thread's stack, in the test's error (its Python frames are printed above)
 SI_KERNEL = 0x80  # si_code of a signal the kernel sent: a terminal's Ctrl-C
 LOOK_INTERVAL = 0.25  # seconds between looks for a crash parked in the worker
@@ -45,73 +42,6 @@ CRASH_HELP = ("the pytest process died of {signal} during this test's {phase}, w
               "(under --lifeguard only a test's body is forked){python}. lifeguard went on with the tests after it "
               "in a new process, as pytest-xdist replaces a crashed worker")
 PYTHON_STACKS = "; faulthandler's Python stacks of it are above"
-
-
-@dataclass
-class WorkerLog:
-    """What a dead worker wrote: the tests it finished (their reports) and the one it was in."""
-
-    finished: list[list[dict[str, Any]]] = field(default_factory=list)
-    current: str | None = None  # node id of the test in progress
-    location: tuple[str, int | None, str] | None = None
-    reports: list[dict[str, Any]] = field(default_factory=list)  # the test in progress's reports so far
-
-    finished_ids: list[str] = field(default_factory=list)
-    warnings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # a group child's, by test
-    failed_subtests: dict[str, int] = field(default_factory=dict)  # a group child's count of them, by test
-
-    def warnings_of(self, nodeid: str) -> list[dict[str, Any]]:
-        return self.warnings.get(nodeid, [])
-
-    @property
-    def begun(self) -> list[str]:
-        """The tests this worker began: those it finished and the one it died in."""
-        return self.finished_ids + ([self.current] if self.current else [])
-
-    @classmethod
-    def read(cls, fd: int) -> WorkerLog:
-        log = cls()
-        size = os.fstat(fd).st_size
-        data = os.pread(fd, size, 0) if size else b""
-        for line in data.split(b"\n"):
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a line cut by the crash
-            if not isinstance(entry, dict):
-                continue
-            if entry.get("start"):
-                log.current, log.reports = str(entry["start"]), []
-                where = entry.get("location")
-                log.location = (str(where[0]), where[1], str(where[2])) if isinstance(where, list) else None
-            elif entry.get("finish") and log.current is not None:
-                log.finished.append(log.reports)
-                log.finished_ids.append(log.current)
-                log.current, log.reports = None, []
-            elif isinstance(entry.get("report"), dict):
-                log.reports.append(entry["report"])
-                if entry.get("failed_subtests") and log.current is not None:
-                    log.failed_subtests[log.current] = int(entry["failed_subtests"])
-            elif isinstance(entry.get("warning"), dict) and log.current is not None:
-                log.warnings.setdefault(log.current, []).append(entry["warning"])
-        return log
-
-
-def log_line(fd: int, entry: dict[str, Any]) -> None:
-    """One entry of a worker's (or a group child's, lifeguard.pytest_plugin.groups) log: a line of JSON, written
-    at once; one larger than WORKER_LINE_LIMIT is not kept."""
-    line = json.dumps(entry, default=str).encode() + b"\n"
-    if len(line) <= WORKER_LINE_LIMIT:
-        os.write(fd, line)
-
-
-def report_from_log(config: pytest.Config, data: dict[str, Any]) -> Any:
-    """A report a log line holds, as pytest made it: JSON has no tuples, and a skip's ``longrepr`` is one
-    (path, line, reason)."""
-    report = config.hook.pytest_report_from_serializable(config=config, data=data)
-    if report is not None and isinstance(getattr(report, "longrepr", None), list):
-        report.longrepr = tuple(report.longrepr)
-    return report
 
 
 class WorkerChannel:
@@ -334,8 +264,7 @@ def _replay(config: pytest.Config, crash: Crash) -> None:
                 reported.add(report.nodeid)
     assert log.current is not None
     location = log.location or (log.current.split("::")[0], None, log.current)
-    phases = [str(data.get("when")) for data in log.reports]
-    phase: TestPhase = next((p for p in PHASES if p not in phases), "teardown")
+    phase = log.died_in
     from _pytest.reports import TestReport
 
     python = PYTHON_STACKS if faulthandler.is_enabled() else ""

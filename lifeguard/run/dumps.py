@@ -19,11 +19,13 @@ DUMP_TIMEOUT = 1.0
 
 
 class Waitable(Protocol):
-    """A started run's main process (supervise.ChildHandle), as much of it as a dump needs."""
+    """A started run's main process, as much of it as a dump needs (supervise.ChildHandle has more)."""
 
     pid: int
 
-    def wait_step(self, timeout: float) -> bool: ...
+    def wait_step(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s; True once the process has exited."""
+        ...
 
 
 def dump_where_interrupted(exc: BaseException, spec: RunSpec, handle: Waitable) -> None:

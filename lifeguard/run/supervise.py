@@ -34,7 +34,7 @@ from lifeguard.run import headstart
 from lifeguard.run.channel import read_events
 from lifeguard.run.classify import classify, lead_pid, phase_of
 from lifeguard.run.containment import containment, spawn, starts_python
-from lifeguard.run.dumps import DUMP_TIMEOUT, dump_python_stacks, dump_where_interrupted
+from lifeguard.run.dumps import DUMP_TIMEOUT, Waitable, dump_python_stacks, dump_where_interrupted
 from lifeguard.run.launch import RunFiles, child_argv, child_env, precompile_child_side, spec_env
 from lifeguard.run.live import LiveOutput
 from lifeguard.run.parked import ParkedCrashes
@@ -90,14 +90,8 @@ class CaptureHook(Protocol):
     def __call__(self, context: HangContext) -> list[ProcessStacks]: ...
 
 
-class ChildHandle(Protocol):
+class ChildHandle(Waitable, Protocol):
     """A started run's main process, however it was started (spawned, or forked by a server)."""
-
-    pid: int
-
-    def wait_step(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` s; True once the process has exited."""
-        ...
 
     @property
     def returncode(self) -> int | None: ...
