@@ -11,7 +11,7 @@ line to extend it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,11 +138,11 @@ def identify(line: str) -> LibraryMessage | None:
     return None
 
 
-def scan_lines(lines: Iterable[str]) -> tuple[StderrLine, ...]:
-    """The lines that match a table entry, with their 1-based line numbers, at most MAX_KEPT_LINES
-    (the first ones: the earliest message is usually the cause, later ones its consequences)."""
+def scan_lines(lines: Sequence[str]) -> tuple[StderrLine, ...]:
+    """The lines (without their ends, as splitlines gives them) that match a table entry, with their 1-based line
+    numbers, at most MAX_KEPT_LINES (the first ones: the earliest message is usually the cause, later ones its
+    consequences)."""
     kept = []
-    lines = [line.rstrip("\n") for line in lines]
     for number, line in enumerate(lines, 1):
         if identify(line) is None:
             continue

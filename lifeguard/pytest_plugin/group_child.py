@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from lifeguard.pytest_plugin.verdicts import failed_subtests
+from lifeguard.pytest_plugin.verdicts import report_entry
 from lifeguard.pytest_plugin.worker_log import log_line
 
 
@@ -68,10 +68,9 @@ def _divert(config: pytest.Config, log_fd: int) -> None:
         kept = [impl for impl in impls if manager.get_name(impl.plugin) in CHILD_REPORT_PLUGINS]
         if kept:
             dispatch(name, kept, kwargs, firstresult)
-        report = kwargs["report"]
-        data = config.hook.pytest_report_to_serializable(config=config, report=report)
-        if data is not None:  # with pytest's count of the test's failed subtests (they fail the test itself)
-            log_line(log_fd, {"report": data, "failed_subtests": failed_subtests(config).get(report.nodeid, 0)})
+        entry = report_entry(config, kwargs["report"])
+        if entry is not None:
+            log_line(log_fd, entry)
         return []
 
     def caught(name: str, impls: object, kwargs: dict[str, Any], firstresult: bool) -> object:

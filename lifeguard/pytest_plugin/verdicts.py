@@ -71,6 +71,15 @@ def save_pytest_report(item: pytest.Item, longrepr: object, path: Path) -> None:
         pass
 
 
+def report_entry(config: pytest.Config, report: pytest.TestReport) -> dict[str, Any] | None:
+    """A report a test's child made, as it goes to the process that logs it: serialized as pytest-xdist ships a
+    worker's, with the count pytest's subtests keep of the test's failed ones (they fail the test itself)."""
+    data = config.hook.pytest_report_to_serializable(config=config, report=report)
+    if data is None:
+        return None
+    return {"report": data, "failed_subtests": failed_subtests(config).get(report.nodeid, 0)}
+
+
 def ship_logged_reports(item: pytest.Item, path: Path) -> None:
     """In the forked test's child: the reports its body logs itself (each subtest's, of pytest's ``subtests``
     or unittest's ``subTest``) go to ``path``, serialized as pytest-xdist ships a worker's, instead of to this
@@ -81,10 +90,8 @@ def ship_logged_reports(item: pytest.Item, path: Path) -> None:
     config = item.config
 
     def record(name: str, impls: Sequence[object], kwargs: Mapping[str, object], firstresult: bool) -> object:
-        data = config.hook.pytest_report_to_serializable(config=config, report=kwargs["report"])
-        if data is not None:
-            # With the count pytest's subtests keep of the test's failed ones (they fail the test itself).
-            line = {"report": data, "failed_subtests": failed_subtests(config).get(item.nodeid, 0)}
+        line = report_entry(config, kwargs["report"])  # type: ignore[arg-type]
+        if line is not None:
             with open(path, "a", encoding="utf-8", errors="replace") as out:
                 out.write(json.dumps(line) + "\n")
         return []
