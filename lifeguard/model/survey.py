@@ -21,6 +21,45 @@ from typing import Any
 
 from lifeguard.model.outcomes import Outcome
 
+# The test-suite probes (lifeguard survey --tests, pytest --lifeguard-probe): lifeguard.pytest_plugin.suite_probes.
+SUITE_PROBES: dict[str, str] = {
+    "fork-finalize": "fork after the test; the child drops what the test made and exits through finalization",
+    "fork-rerun": "fork after the test; the child runs the test again and exits through finalization",
+    "gc-thread": "what the test made dies in reference cycles collected on another thread",
+    "gc-cycle": "what the test made dies in reference cycles collected on the main thread",
+}
+EXIT_PROBE = "exit"  # a survey's --lifeguard session without a probe: each group's real exit
+SUITE_SESSIONS = (EXIT_PROBE, *SUITE_PROBES)
+
+# How a test's record in lifeguard's report says what its probe did (the survey reads them back).
+APPLIED = "{probe} probe: {did}"
+NOT_APPLIED = "{probe} probe not applied: {why}"
+FAILED = "{probe} probe failed: the test passed, then {what}"
+
+
+def probe_note(entry: dict[str, Any]) -> str:
+    """A passed test's note of its probe's log entry: what it did, or why it did nothing."""
+    probe = str(entry.get("probe"))
+    if entry.get("skipped"):
+        return NOT_APPLIED.format(probe=probe, why=entry["skipped"])
+    return APPLIED.format(probe=probe, did=entry.get("did", ""))
+
+
+def probe_failed_note(probe: str) -> str:
+    """The note of a test whose probe failed (its run's outcome and evidence say how)."""
+    return FAILED.format(probe=probe, what=SUITE_PROBES.get(probe, probe).split("; ", 1)[-1])
+
+
+def probe_of_notes(notes: tuple[str, ...] | list[str]) -> tuple[str, str, str] | None:
+    """(probe, "applied" | "not applied" | "failed", the rest) from a test's notes, or None."""
+    for note in notes:
+        for state, form in (("applied", APPLIED), ("not applied", NOT_APPLIED), ("failed", FAILED)):
+            marker = form.split("{probe}", 1)[1].split("{", 1)[0]
+            probe, found, rest = note.partition(marker)
+            if found and probe in SUITE_PROBES:
+                return probe, state, rest
+    return None
+
 CLEAN = "clean"
 DOCUMENTED = "documented"
 CANDIDATE = "candidate"

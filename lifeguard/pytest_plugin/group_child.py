@@ -14,13 +14,15 @@ from typing import Any
 
 import pytest
 
+from lifeguard.pytest_plugin.suite_probes import MadeByTest, apply_probe, passed
 from lifeguard.pytest_plugin.verdicts import report_entry
 from lifeguard.pytest_plugin.worker_log import log_line
 
 
-def group_body(items: list[pytest.Item], log_fd: int) -> Callable[[], int]:
+def group_body(items: list[pytest.Item], log_fd: int, probe: str | None = None) -> Callable[[], int]:
     """What a group's child runs: each test's protocol, its reports written to the log, never to this copy of
-    pytest's terminal, counters and plugins (a pytest-xdist worker's channel among them)."""
+    pytest's terminal, counters and plugins (a pytest-xdist worker's channel among them). ``probe``: a test-suite
+    probe (lifeguard.pytest_plugin.suite_probes) applied after each test that passed."""
 
     def body() -> int:
         from _pytest.runner import runtestprotocol
@@ -30,14 +32,25 @@ def group_body(items: list[pytest.Item], log_fd: int) -> Callable[[], int]:
         warned = config.pluginmanager.has_plugin("warnings")  # pytest's warnings plugin (-p no:warnings: off)
         _divert(config, log_fd)
         _forget_inherited_finalizers(session)
+        made = None
+        if probe is not None:
+            made = MadeByTest()
+            config.pluginmanager.register(made, "lifeguard-suite-probe")
         out, err = os.dup(1), os.dup(2)  # the run's relays: pytest's capture sets 1 and 2 back to the terminal
         try:
             for at, item in enumerate(items):
                 log_line(log_fd, {"start": item.nodeid, "location": list(item.location), "at": time.monotonic()})
                 nextitem = items[at + 1] if at + 1 < len(items) else None
+                spawned = made.spawned if made is not None else 0
                 with catch_warnings_for_item(config=config, ihook=item.ihook, when="runtest", item=item) \
                         if warned else contextlib.nullcontext():
-                    runtestprotocol(item, log=True, nextitem=nextitem)  # each report logged as made (_divert)
+                    reports = runtestprotocol(item, log=True, nextitem=nextitem)  # each logged as made (_divert)
+                if made is not None and probe is not None:
+                    if passed(reports):
+                        code = apply_probe(probe, item, made, spawned, log_fd, err)
+                        if code is not None:  # the probe's forked child, or a probe that failed the test
+                            return code
+                    made.take()
                 log_line(log_fd, {"finish": item.nodeid, "at": time.monotonic()})
                 if session.shouldfail or session.shouldstop:  # -x, --maxfail: torn down already, as pytest does
                     break

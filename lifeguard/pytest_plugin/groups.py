@@ -37,6 +37,7 @@ from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import RunResult
 from lifeguard.model.run import RunKind, RunSpec, StartMode
 from lifeguard.model.scenario import DEFAULT_TIMEOUT, DEFAULT_VARIANT
+from lifeguard.model.survey import probe_failed_note, probe_note
 from lifeguard.pytest_plugin.group_child import group_body
 from lifeguard.pytest_plugin.guard import RawEcho, foreign_threads, interrupted_at, scenario_for, test_timeout
 from lifeguard.pytest_plugin.session_report import SessionRecord
@@ -167,8 +168,12 @@ class GroupRunner:
             yield from self._settle(items[:at])  # their exit was not seen
             note = (f"the test ran in a process that ran {at} test(s) before it, as plain pytest would "
                     f"({', '.join(i.nodeid for i in items[:at][-3:])}{', ...' if at > 3 else ''})") if at else ""
-            failed = replace(result, notes=(*result.notes, note)) if note else result
-            yield _settled(log, by_id[log.current], log.reports, failed=failed, phase=log.died_in)
+            notes = (note,) if note else ()
+            phase = log.died_in
+            if log.probing is not None:  # the test passed; the probe after it failed (pytest's call shows it)
+                notes, phase = (*notes, probe_failed_note(log.probing)), "call"
+            failed = replace(result, notes=(*result.notes, *notes)) if notes else result
+            yield _settled(log, by_id[log.current], log.reports, failed=failed, phase=phase)
             yield from self._settle(items[at + 1:])
             return
         if result.outcome is Outcome.PASSED and done:
@@ -177,7 +182,9 @@ class GroupRunner:
                 f"({len(done)}, from {items[0].nodeid}), whose whole life, exit included, was seen clean")))
             for item in items:
                 if item.nodeid in done:
-                    yield _settled(log, item, done[item.nodeid], group=seen)
+                    probed = log.probed.get(item.nodeid)
+                    own = replace(seen, notes=(*seen.notes, probe_note(probed))) if probed else seen
+                    yield _settled(log, item, done[item.nodeid], group=own)
             missing = [item for item in items if item.nodeid not in done]
             if missing and len(missing) < len(items):  # the child stopped early (-x): pytest decides on them
                 yield from self._settle(missing)
@@ -221,8 +228,8 @@ class GroupRunner:
             live = RawEcho() if self.config.getoption("capture", "fd") == "no" else None
             threads = foreign_threads()
             try:
-                forked = run_in_fork(spec, group_body(items, log_fd), capture_hooks=() if quick else (capture_hang,),
-                                     live=live,
+                body = group_body(items, log_fd, self.settings.probe)
+                forked = run_in_fork(spec, body, capture_hooks=() if quick else (capture_hang,), live=live,
                                      meanwhile=lambda: record.meanwhile(run_dir, None), moving=watch.deadline)
             except KeyboardInterrupt:
                 current = WorkerLog.read(log_fd).current

@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from lifeguard.errors import LifeguardError, MarkerError, ReportDirError
+from lifeguard.model.survey import SUITE_PROBES
 from lifeguard.pytest_plugin.settings import (
     GUARD_HELP,
     KEEPER_HELP,
     MARKER_HELP,
     MODE_HELP,
     MODES,
+    PROBE_HELP,
     REPEAT_HELP,
     REPORT_HELP,
     SETTINGS_KEY,
@@ -57,6 +59,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     group.addoption("--lifeguard-repeat", dest="lifeguard_repeat", metavar="N", help=REPEAT_HELP)
     group.addoption("--lifeguard-report", dest="lifeguard_report", metavar="DIR", help=REPORT_HELP)
     group.addoption("--lifeguard-shard", dest="lifeguard_shard", metavar="K/N", help=SHARD_HELP)
+    group.addoption("--lifeguard-probe", dest="lifeguard_probe", choices=tuple(SUITE_PROBES), help=PROBE_HELP)
     parser.addini("lifeguard", GUARD_HELP, type="bool", default=False)
     parser.addini("lifeguard_mode", MODE_HELP)
     parser.addini("lifeguard_timeout", TIMEOUT_HELP)
@@ -232,6 +235,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     parts = []
     if settings.guard_all:
         parts.append(f"every test guarded (mode {settings.mode})")
+    if settings.probe is not None:
+        parts.append(f"probe {settings.probe} after each test that passed")
     if settings.debugger:
         parts.append(f"{settings.debugger}: unmarked tests run in pytest's process, unguarded, so that the debugger "
                      "stops in them")

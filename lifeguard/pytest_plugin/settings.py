@@ -38,6 +38,13 @@ SHARD_HELP = ("run shard K of N of every guarded or marked test's runs (each tes
               "over the shards; a test with none here is skipped); `lifeguard merge` combines the shards' "
               "--lifeguard-report folders")
 
+PROBE_HELP = ("under --lifeguard (group mode): after each test that passed, one more use of what the test made "
+              "(its local variables as it returned), in its own process: 'fork-finalize' (fork; the child drops "
+              "them and finalizes), 'fork-rerun' (fork; the child runs the test again), 'gc-thread' (they die in "
+              "reference cycles collected on another thread), 'gc-cycle' (collected on the main thread); a "
+              "crash or a hang there fails the test with the evidence (lifeguard survey --tests runs each)")
+
+
 class GuardMode(Choice):
     """``--lifeguard-mode``: how an unmarked test runs under --lifeguard."""
 
@@ -78,6 +85,7 @@ class Settings:
     # them (a forked child's frames are not pytest's to debug); the option's name, for the header.
     debugger: str = ""
     keeper: bool = True  # lifeguard.pytest_plugin.keeper (ini lifeguard_keeper)
+    probe: str | None = None  # --lifeguard-probe: a test-suite probe (lifeguard.pytest_plugin.suite_probes)
 
     @property
     def in_groups(self) -> bool:
@@ -127,11 +135,16 @@ def read_settings(config: pytest.Config) -> Settings:
             raise ValueError(f"{source}: {mode!r} is not one of {', '.join(MODES)}")
         shard_text, source, _ = _raw_setting(config, "shard")
         part = shard(shard_text, source) if shard_text is not None else None
+        probe = config.getoption("lifeguard_probe", None)
+        if probe is not None and not (guard_all and (mode or GuardMode.GROUP) == GuardMode.GROUP and part is None
+                                      and (runs or 1) == 1):
+            raise ValueError(f"--lifeguard-probe {probe} needs --lifeguard in group mode (the default), without "
+                             "--lifeguard-repeat or --lifeguard-shard")
     except ValueError as exc:
         raise pytest.UsageError(f"lifeguard: {exc}") from None
     return Settings(timeout=seconds, repeat=runs, report_dir=folder, guard_all=guard_all and not debugger,
                     mode=GuardMode(mode or GuardMode.GROUP), shard=part, debugger=debugger,
-                    keeper=bool(config.getini("lifeguard_keeper")))
+                    keeper=bool(config.getini("lifeguard_keeper")), probe=probe)
 
 
 def shard_of_test(nodeid: str, part: tuple[int, int] | None) -> tuple[int, int] | None:

@@ -30,6 +30,8 @@ class WorkerLog:
     finished_ids: list[str] = field(default_factory=list)
     warnings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # a group child's, by test
     failed_subtests: dict[str, int] = field(default_factory=dict)  # a group child's count of them, by test
+    probing: str | None = None  # the test-suite probe the test in progress was in (suite_probes)
+    probed: dict[str, dict[str, Any]] = field(default_factory=dict)  # what each test's probe did, or why not
 
     def warnings_of(self, nodeid: str) -> list[dict[str, Any]]:
         return self.warnings.get(nodeid, [])
@@ -58,7 +60,7 @@ class WorkerLog:
             if not isinstance(entry, dict):
                 continue
             if entry.get("start"):
-                log.current, log.reports = str(entry["start"]), []
+                log.current, log.reports, log.probing = str(entry["start"]), [], None
                 where = entry.get("location")
                 log.location = (str(where[0]), where[1], str(where[2])) if isinstance(where, list) else None
             elif entry.get("finish") and log.current is not None:
@@ -69,6 +71,12 @@ class WorkerLog:
                 log.reports.append(entry["report"])
                 if entry.get("failed_subtests") and log.current is not None:
                     log.failed_subtests[log.current] = int(entry["failed_subtests"])
+            elif entry.get("probing") and entry["probing"] == log.current:
+                log.probing = str(entry.get("probe"))
+            elif entry.get("probed"):
+                log.probed[str(entry["probed"])] = entry
+                if entry["probed"] == log.current:
+                    log.probing = None
             elif isinstance(entry.get("warning"), dict) and log.current is not None:
                 log.warnings.setdefault(log.current, []).append(entry["warning"])
         return log

@@ -1,0 +1,212 @@
+"""Test-suite probes (``pytest --lifeguard --lifeguard-probe NAME``): a package's own tests as probes of it.
+
+In a group's child (lifeguard.pytest_plugin.group_child), after each test that passed, the probe does one more
+thing with what the test made: the test function's local variables as they were when it returned (its
+arguments, the fixtures' values, are not the test's to drop). The child's supervision is the verdict: a crash
+or a hang in the probe fails the test with the evidence, as one in the test's own body would.
+
+- ``fork-finalize``: fork; the forked child drops what the test made and exits through normal finalization, so
+  the objects' destructors run in a process without the threads they were made with;
+- ``fork-rerun``: fork; the forked child runs the test again (its function-scoped fixtures set up again) and
+  exits through normal finalization: a library whose threads, locks or pools do not survive a fork hangs or
+  fails there;
+- ``gc-thread``: what the test made is dropped in reference cycles and collected on a new thread, the
+  collector off elsewhere: destructors run on a thread that did not make the objects;
+- ``gc-cycle``: the same cycles, collected on the main thread (each object meets ``tp_clear`` first when it is
+  in the cycle itself).
+
+A test that started processes of its own (a fork, subprocess) gets no fork probe: its own children would be
+forked again. A probe that had nothing to work on says so (``WorkerLog.probed``): it never reads as a pass of
+the probe.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import threading
+import types
+from collections.abc import Generator
+from typing import Any, cast
+
+import pytest
+
+from lifeguard.pytest_plugin.worker_log import log_line
+
+FORK_PROBES = frozenset({"fork-finalize", "fork-rerun"})
+CYCLE_ATTRIBUTE = "_lifeguard_cycle"  # set on an object that takes attributes: the object is in the cycle itself
+# Plain values a test leaves: nothing of a native library's lifetime is in them.
+_PLAIN = (int, float, complex, str, bytes, bool, type(None), types.ModuleType, type, types.FunctionType,
+          types.BuiltinFunctionType, types.MethodType)
+
+
+class MadeByTest:
+    """Registered in a group's child under a probe: keeps the local variables of each test function as it
+    returned, and whether the test started processes of its own."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+        self.spawned = 0
+        os.register_at_fork(after_in_parent=self._forked)
+        self._wrap_spawns()
+
+    def _forked(self) -> None:
+        self.spawned += 1
+
+    def _wrap_spawns(self) -> None:
+        """subprocess and os.posix_spawn start processes without Python's at-fork handlers: count them too."""
+        import subprocess
+
+        made = self
+        execute = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+        def counted(popen: Any, *args: Any, **kwargs: Any) -> Any:
+            made.spawned += 1
+            return execute(popen, *args, **kwargs)
+
+        subprocess.Popen._execute_child = counted  # type: ignore[attr-defined]
+        for name in ("posix_spawn", "posix_spawnp"):
+            spawn = getattr(os, name, None)
+            if spawn is not None:
+                setattr(os, name, self._counting(spawn))
+
+    def _counting(self, spawn: Any) -> Any:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.spawned += 1
+            return spawn(*args, **kwargs)
+
+        return counted
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+        """The test function's locals at its (last) return, read by a profile function on this thread."""
+        code = getattr(pyfuncitem.obj, "__code__", None)
+        seen: dict[str, Any] = {}
+        self.values = {}
+        if code is None:
+            return (yield)
+        arguments = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+
+        def profile(frame: types.FrameType, event: str, arg: object) -> None:
+            if event == "return" and frame.f_code is code:
+                seen.clear()  # a coroutine returns at each await: its last return is its end
+                seen.update((name, value) for name, value in frame.f_locals.items() if name not in arguments)
+
+        previous = sys.getprofile()
+        sys.setprofile(profile)
+        try:
+            return (yield)
+        finally:
+            sys.setprofile(previous)
+            self.values = {name: value for name, value in seen.items() if not isinstance(value, _PLAIN)}
+            seen.clear()
+
+    def take(self) -> dict[str, Any]:
+        values, self.values = self.values, {}
+        return values
+
+
+def passed(reports: list[pytest.TestReport]) -> bool:
+    """Did the test pass (not skipped, not failed in any phase)?"""
+    return bool(reports) and all(report.passed for report in reports) and any(r.when == "call" for r in reports)
+
+
+def apply_probe(kind: str, item: pytest.Item, made: MadeByTest, spawned_before: int, log_fd: int,
+                err_fd: int) -> int | None:
+    """Apply probe ``kind`` after ``item`` passed. None: carry on with the next test; a number: this is the
+    probe's forked child, which ends now with that exit code (the body returns it)."""
+    values = made.take()
+    if kind in FORK_PROBES and made.spawned != spawned_before:
+        log_line(log_fd, {"probed": item.nodeid, "probe": kind,
+                          "skipped": "the test started processes of its own: a fork would copy them"})
+        return None
+    if kind != "fork-rerun" and not values:
+        log_line(log_fd, {"probed": item.nodeid, "probe": kind, "skipped": "the test left no object to drop"})
+        return None
+    names = ", ".join(sorted(values))[:200]
+    log_line(log_fd, {"probing": item.nodeid, "probe": kind})
+    if kind in FORK_PROBES:
+        return _fork(kind, item, values, names, log_fd, err_fd)
+    freed = _collect_in_cycles(values, on_thread=kind == "gc-thread")
+    where = "on thread lifeguard-gc" if kind == "gc-thread" else "on the main thread"
+    log_line(log_fd, {"probed": item.nodeid, "probe": kind,
+                      "did": f"dropped {names} in reference cycles; {freed} object(s) collected {where}"})
+    return None
+
+
+def _collect_in_cycles(values: dict[str, Any], *, on_thread: bool) -> int:
+    """Each value reachable only from a reference cycle (the object itself in it when it takes attributes),
+    then one collection, here or on a new thread while this one waits (the collector off meanwhile)."""
+    for name in list(values):
+        box: list[Any] = [values.pop(name)]
+        try:
+            setattr(box[0], CYCLE_ATTRIBUTE, box)
+        except Exception:  # no attributes (or a type whose __setattr__ refuses): the list alone is the cycle
+            box.append(box)
+        del box
+    if not on_thread:
+        return gc.collect()
+    freed = [0]
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        collector = threading.Thread(target=lambda: freed.__setitem__(0, gc.collect()), name="lifeguard-gc")
+        collector.start()
+        collector.join()  # a collection that never ends is the finding: the test's deadline ends the run
+    finally:
+        if enabled:
+            gc.enable()
+    return freed[0]
+
+
+def _fork(kind: str, item: pytest.Item, values: dict[str, Any], names: str, log_fd: int, err_fd: int) -> int | None:
+    from lifeguard import child
+    from lifeguard.child import protocol
+    from lifeguard.child.readable import readable
+
+    if kind == "fork-rerun":  # the objects of the first run are gone before the second, as in a plain process
+        values.clear()
+    pid = os.fork()
+    if pid == 0:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, log_fd)  # the group's log is the parent's alone
+        os.close(null)
+        if kind == "fork-finalize":
+            values.clear()
+            gc.collect()
+            return 0
+        return _run_again(item, err_fd)
+    child.emit(protocol.FORK_CHILD, child=pid)
+    pidfd = os.pidfd_open(pid)
+    try:
+        readable([pidfd], None)  # no bound here: the test's deadline is the run's, and the supervisor's
+    finally:
+        os.close(pidfd)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    child.emit(protocol.FORK_CHILD_EXIT, child=pid, status=code)
+    values.clear()
+    if code != 0:
+        return code if code > 0 else 1  # the group's child ends in this test: the supervisor's verdict is it
+    done = "ran the test again" if kind == "fork-rerun" else f"dropped {names}"
+    log_line(log_fd, {"probed": item.nodeid, "probe": kind,
+                      "did": f"forked; the child {done} and exited through finalization (exit 0)"})
+    return None
+
+
+def _run_again(item: pytest.Item, err_fd: int) -> int:
+    """In the forked child: the test's protocol once more, reported nowhere; only the function's own fixtures
+    are torn down after it (what the parent set up for later tests stays as it is)."""
+    from _pytest.runner import runtestprotocol
+
+    # The teardown goes down to the test's parent: its function-scoped fixtures only.
+    reports = runtestprotocol(item, log=False, nextitem=cast("pytest.Item", item.parent))
+    failed = [report for report in reports if report.failed]
+    if not failed:
+        return 0
+    text = failed[0].longreprtext.strip().splitlines()[-20:]
+    os.write(err_fd, ("lifeguard: run again in a forked child, the test failed in its "
+                      f"{failed[0].when}:\n" + "\n".join(text) + "\n").encode(errors="backslashreplace"))
+    return 1
+
