@@ -28,6 +28,7 @@ SUITE_PROBES: dict[str, str] = {
     "gc-thread": "what the test made dies in reference cycles collected on another thread",
     "gc-cycle": "what the test made dies in reference cycles collected on the main thread",
 }
+FORK_PROBES = frozenset({"fork-finalize", "fork-rerun"})
 EXIT_PROBE = "exit"  # a survey's --lifeguard session without a probe: each group's real exit
 SUITE_SESSIONS = (EXIT_PROBE, *SUITE_PROBES)
 

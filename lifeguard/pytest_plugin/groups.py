@@ -131,7 +131,8 @@ class GroupRunner:
         self.pending: list[pytest.Item] = []
         self.timeouts: dict[str, float] = {}
         self.runs = 0
-        self.group_size = GROUP_TESTS
+        # Under a probe a test costs more (a fork, a second run): the first group is small, its time sizes the next.
+        self.group_size = GROUP_TESTS if settings.probe is None else GROUP_BOUNDS[0]
         self._indices: dict[str, int] = {}  # node id -> index in the session's tests (pytest-xdist's worker)
 
     def add(self, item: pytest.Item, nextitem: pytest.Item | None, pytest_timeout: float | None) -> None:

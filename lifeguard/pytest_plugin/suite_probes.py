@@ -32,9 +32,9 @@ from typing import Any, cast
 
 import pytest
 
+from lifeguard.model.survey import FORK_PROBES
 from lifeguard.pytest_plugin.worker_log import log_line
 
-FORK_PROBES = frozenset({"fork-finalize", "fork-rerun"})
 CYCLE_ATTRIBUTE = "_lifeguard_cycle"  # set on an object that takes attributes: the object is in the cycle itself
 # Plain values a test leaves: nothing of a native library's lifetime is in them.
 _PLAIN = (int, float, complex, str, bytes, bool, type(None), types.ModuleType, type, types.FunctionType,

@@ -184,7 +184,13 @@ class ReportDirSink:
             write_report(self.directory / "report.json", session, self.jsonl.runs_in_order())
             _atomic_write(self.directory / "junit.xml", junit_xml(session))
             # The page's table lists every run too, read back once more from results.jsonl.
-            _atomic_write(self.directory / "report.html", render(session, self.jsonl.runs_in_order(), self.directory))
+            try:
+                page = render(session, self.jsonl.runs_in_order(), self.directory)
+            except ModuleNotFoundError as exc:  # lifeguard's plugin in an environment of its own (survey --tests)
+                page = (f"<!doctype html><title>lifeguard report</title><p>report.html needs {exc.name}, which this "
+                        "interpreter's environment lacks: report.json, junit.xml and results.jsonl hold the session."
+                        "</p>")
+            _atomic_write(self.directory / "report.html", page)
         finally:
             self._lock.close()  # releases the flock
 

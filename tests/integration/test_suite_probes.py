@@ -3,11 +3,13 @@
 The library has one lifetime bug per probe, each in an object its own tests make with arguments (see its
 header); every test passes in a plain pytest run of either build. Under ``pytest --lifeguard --lifeguard-probe
 P`` the buggy build fails exactly the tests whose objects reach P's bug, with the probe named, and the fixed
-build passes.
+build passes; ``lifeguard survey --tests`` makes candidates of them, each with a reproduction that reproduces
+alone, without lifeguard, every time.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,8 +19,9 @@ from typing import Any
 import pytest
 
 from lifeguard.build import build_fixture
+from lifeguard.errors import EXIT_OK, EXIT_UNEXPECTED
 from lifeguard.interpreter import resolve
-from tests.helpers import Pace, load_report, real_python
+from tests.helpers import Pace, load_report, real_python, run_cli
 
 SUITE = Path(__file__).parent / "fixtures_native" / "suite_bugs" / "suite"
 TESTS = "test_suite_bugs.py::"
@@ -91,3 +94,66 @@ def test_a_probe_needs_group_mode(tmp_path: Path, builds: dict[str, Path]) -> No
                      "gc-cycle", timeout=30)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "--lifeguard-probe gc-cycle needs --lifeguard in group mode" in proc.stderr
+
+
+def _as_distribution(tmp_path: Path, build: Path) -> Path:
+    """The built extension in a folder of its own with the metadata of an installed distribution, as the
+    survey finds packages."""
+    site = tmp_path / "site"
+    site.mkdir(parents=True)
+    module = next(build.glob("suite_bugs*.so"))
+    shutil.copy2(module, site / module.name)
+    info = site / "suite_bugs-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: suite_bugs\nVersion: 1.0\n")
+    (info / "RECORD").write_text(f"{module.name},,\nsuite_bugs-1.0.dist-info/METADATA,,\n")
+    return site
+
+
+def test_survey_of_its_tests_finds_each_bug_with_a_reproduction(tmp_path: Path, builds: dict[str, Path],
+                                                                pace: Pace) -> None:
+    timeout = pace.deadline(DEADLINE_AT_LEAST)
+    probes = ("fork-rerun", "gc-cycle")
+    site = _as_distribution(tmp_path / "buggy", builds["buggy"])
+    suite = tmp_path / "suite"
+    shutil.copytree(SUITE, suite)  # the survey runs the suite where it is: nothing is written in the fixture
+    report = tmp_path / "survey"
+    args = ["survey", "--tests", "suite_bugs", "--tests-from", str(suite), "--timeout", f"{timeout:g}",
+            "--report", str(report), *(f"--probe={probe}" for probe in ("exit", *probes))]
+    proc = run_cli(*args, env={"PYTHONPATH": str(site)}, timeout=timeout * 12 + 240)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_UNEXPECTED, output
+    surveyed = json.loads((report / "suites.json").read_text())["packages"][0]
+    assert surveyed["problem"] == "" and surveyed["collected"] == 17 and surveyed["passed_plainly"] == 16, surveyed
+    assert surveyed["sessions"]["exit"]["ran"] == 16, surveyed["sessions"]
+    found = {(c["probe"], c["failure"]): c for c in surveyed["candidates"]}
+    assert set(found) == {("fork-rerun", "hung@fork-child"), ("gc-cycle", "crashed@run")}, found
+    assert found[("fork-rerun", "hung@fork-child")]["tests"] == [f"{TESTS}test_square_all"]
+    assert sorted(found[("gc-cycle", "crashed@run")]["tests"]) == [f"{TESTS}test_graph_copy_is_independent",
+                                                                   f"{TESTS}test_graph_degrees"]
+    for candidate in found.values():
+        assert candidate["verdict"] == "candidate"
+        assert candidate["reproduced"] == [3, 3], candidate
+        script = Path(candidate["reproduction"])
+        text = script.read_text()
+        assert "import lifeguard" not in text and "from lifeguard" not in text, text  # plain Python and pytest
+    assert "reproduced 3 of 3 runs alone" in proc.stdout, output
+
+    site = _as_distribution(tmp_path / "fixed", builds["fixed"])
+    proc = run_cli(*[a if a != str(report) else str(tmp_path / "fixed-survey") for a in args],
+                   env={"PYTHONPATH": str(site)}, timeout=timeout * 12 + 240)
+    assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr
+    assert "suite_bugs 1.0  17/17  16" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["survey", "msgpack", "--tests-from", "."], "--tests-from and --install-test-deps go with --tests"),
+    (["survey", "msgpack", "--probe", "fork-rerun"], "--probe fork-rerun: choose from exit, fork-use"),
+    (["survey", "--tests", "msgpack", "--probe", "fork-use"], "--probe fork-use: with --tests choose from exit, "
+                                                               "fork-finalize, fork-rerun, gc-thread, gc-cycle"),
+    (["survey", "--tests", "msgpack", "pytest", "--tests-from", "."], "--tests-from DIR holds the tests of one"),
+])
+def test_survey_tests_usage_errors(tmp_path: Path, args: list[str], said: str) -> None:
+    proc = run_cli(*args, "--report", str(tmp_path / "report"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert said in proc.stderr, proc.stderr
