@@ -143,6 +143,6 @@ class SurveyCommand(Command):
                                install_test_deps=args.install_test_deps, limitations_file=args.limitations)
         done = survey_suites(request, progress=lambda line: print(f"lifeguard: {line}", flush=True))
         print(suites_table(done, request.probes))
-        print(f"survey: {report / 'suites.json'}")
+        print(f"survey: {report / 'suites.json'}, {report / 'suites.html'}")
         return EXIT_UNEXPECTED if any(item.problem or any(c.verdict == CANDIDATE for c in item.candidates)
                                       for item in done) else EXIT_OK

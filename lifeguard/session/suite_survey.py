@@ -18,6 +18,7 @@ from typing import Any
 from lifeguard.errors import SurveyError
 from lifeguard.interpreter import Interpreter
 from lifeguard.model.survey import CANDIDATE, DOCUMENTED, FORK_PROBES, SUITE_SESSIONS
+from lifeguard.report.suites import render_suites_page
 from lifeguard.run.launch import child_path_dir
 from lifeguard.survey.limitations import read_limitations
 from lifeguard.survey.suite_sessions import CHUNK, SessionRun, run_sessions, target_env
@@ -211,6 +212,8 @@ def write_suites_json(done: list[SuiteSurvey], request: SuiteRequest) -> Path:
             "timeout": request.timeout, "probes": list(request.probes),
             "packages": [asdict(surveyed) for surveyed in done]}
     path.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    (request.report / "suites.html").write_text(render_suites_page(json.loads(path.read_text(encoding="utf-8")),
+                                                                   request.report), encoding="utf-8")
     return path
 
 
