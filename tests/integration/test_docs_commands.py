@@ -74,6 +74,9 @@ NOT_RUN: dict[str, str] = {
     "lifeguard survey numpy msgpack --python .venv/bin/python --report survey-out":
         "surveys two third-party packages the test environment need not have (tests/integration/test_survey.py "
         "surveys packages of its own)",
+    "lifeguard survey --tests msgpack --python .venv/bin/python --budget 120 --report suites-out":
+        "fetches a third-party package's source distribution and runs its suite (tests/integration/"
+        "test_suite_probes.py surveys a library of its own through its tests)",
 }
 
 COMMENT = re.compile(r"\s+#.*$")
