@@ -35,6 +35,7 @@ import pytest
 from lifeguard.model.survey import FORK_PROBES
 from lifeguard.pytest_plugin.worker_log import log_line
 
+ALONE_REFERENCES = 2  # sys.getrefcount of an object only the probe holds: its list's reference and the call's
 CYCLE_ATTRIBUTE = "_lifeguard_cycle"  # set on an object that takes attributes: the object is in the cycle itself
 # Plain values a test leaves: nothing of a native library's lifetime is in them.
 _PLAIN = (int, float, complex, str, bytes, bool, type(None), types.ModuleType, type, types.FunctionType,
@@ -136,11 +137,17 @@ def apply_probe(kind: str, item: pytest.Item, made: MadeByTest, spawned_before: 
 
 
 def _collect_in_cycles(values: dict[str, Any], *, on_thread: bool) -> int:
-    """Each value reachable only from a reference cycle (the object itself in it when it takes attributes),
-    then one collection, here or on a new thread while this one waits (the collector off meanwhile)."""
+    """Each value reachable only from a reference cycle (the object itself in it when it takes attributes and
+    nothing else holds it), then one collection, here or on a new thread while this one waits (the collector off
+    meanwhile)."""
     for name in list(values):
         box: list[Any] = [values.pop(name)]
+        # The box's reference and getrefcount's own: an object a cache or a fixture still holds never gets the
+        # attribute (it would stay on it, in a cycle nothing collects, for the tests after).
+        alone = sys.getrefcount(box[0]) <= ALONE_REFERENCES
         try:
+            if not alone:
+                raise TypeError
             setattr(box[0], CYCLE_ATTRIBUTE, box)
         except Exception:  # no attributes (or a type whose __setattr__ refuses): the list alone is the cycle
             box.append(box)

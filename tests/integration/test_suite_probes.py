@@ -160,3 +160,46 @@ def test_survey_tests_usage_errors(tmp_path: Path, args: list[str], said: str) -
     proc = run_cli(*args, "--report", str(tmp_path / "report"), cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert said in proc.stderr, proc.stderr
+
+
+SHARED = '''
+import os
+
+MARKER = os.environ["CYCLE_MARKER"]
+
+
+class Thing:
+    def __del__(self):
+        if hasattr(self, "_lifeguard_cycle"):  # collected as part of the cycle itself
+            open(MARKER, "a").write("collected in its cycle\\n")
+
+
+CACHE = Thing()
+
+
+def test_uses_the_cache():
+    thing = CACHE
+    assert thing is CACHE
+
+
+def test_the_cache_is_untouched():
+    assert not hasattr(CACHE, "_lifeguard_cycle")
+
+
+def test_makes_its_own():
+    thing = Thing()
+    assert thing is not CACHE
+'''
+
+
+@pytest.mark.parametrize("probe", ["gc-cycle", "gc-thread"])
+def test_only_what_the_test_alone_holds_joins_the_cycle(tmp_path: Path, probe: str) -> None:
+    (tmp_path / "test_shared.py").write_text(SHARED)
+    marker = tmp_path / "marker.txt"
+    env = {**os.environ, "CYCLE_MARKER": str(marker)}
+    proc = subprocess.run([real_python(), "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                           "--lifeguard", "--lifeguard-probe", probe, "test_shared.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "3 passed" in proc.stdout, proc.stdout
+    assert marker.read_text() == "collected in its cycle\n"  # the fresh one, once; never the cached one
