@@ -28,7 +28,15 @@ from lifeguard.survey.suite_triage import (
     group_candidates,
     write_reproduction,
 )
-from lifeguard.survey.suites import TestSuite, collect, given_tests, installed_tests, sample, sdist_tests
+from lifeguard.survey.suites import (
+    TestSuite,
+    collect,
+    given_tests,
+    install_test_deps,
+    installed_tests,
+    sample,
+    sdist_tests,
+)
 
 PILOT_TESTS = 40  # run plainly first, to learn the suite's pace
 # A test's cost in a probe's session, in plain runs of it (the group's supervision, the probe, a second run), and
@@ -80,15 +88,12 @@ def survey_suites(request: SuiteRequest, progress: Any = print) -> list[SuiteSur
     limitations = read_limitations()
     if request.limitations_file is not None:
         limitations += read_limitations(request.limitations_file)
-    plugins = _pytest_plugins(request.interpreter, request.report)
-    load_plugin = "lifeguard" not in plugins
-    env = target_env(request.interpreter, child_path_dir() if load_plugin else None)
     done = []
     for name, version in request.packages:
         started = time.monotonic()
         surveyed = SuiteSurvey(name, version)
         try:
-            _survey_one(request, surveyed, env, load_plugin, limitations, progress)
+            _survey_one(request, surveyed, limitations, progress)
         except SurveyError as exc:
             surveyed.problem = str(exc)
         surveyed.seconds = round(time.monotonic() - started, 1)
@@ -98,21 +103,21 @@ def survey_suites(request: SuiteRequest, progress: Any = print) -> list[SuiteSur
 
 
 def _pytest_plugins(interpreter: Interpreter, folder: Path) -> list[str]:
-    """The pytest11 entry points of the target (is lifeguard's plugin installed there?); [] without pytest. Asked
-    in ``folder``: a folder with a distribution's metadata (a source checkout) would answer for it."""
+    """The pytest11 entry points of the target (is lifeguard's plugin installed there?); SurveyError without
+    pytest. Asked in ``folder``: a folder with a distribution's metadata (a source checkout) would answer for it."""
     from lifeguard.capture.bounded import run_bounded
 
     ran = run_bounded([interpreter.executable, "-c", _PLUGINS], 60.0, cwd=str(folder))
-    if ran.returncode != 0:
-        return []
     try:
-        return [str(name) for name in json.loads(ran.stdout)]
+        if ran.returncode == 0:
+            return [str(name) for name in json.loads(ran.stdout)]
     except ValueError:
-        return []
+        pass
+    raise SurveyError(f"pytest cannot be imported in {interpreter.executable} "
+                      f"({(ran.stderr.strip().splitlines() or ['timed out'])[-1]}): --install-test-deps installs it")
 
 
-def _survey_one(request: SuiteRequest, surveyed: SuiteSurvey, env: dict[str, str], load_plugin: bool,
-                limitations: list[Any], progress: Any) -> None:
+def _survey_one(request: SuiteRequest, surveyed: SuiteSurvey, limitations: list[Any], progress: Any) -> None:
     name, version = surveyed.package, surveyed.version
     work = request.report / "suites" / name
     work.mkdir(parents=True, exist_ok=True)
@@ -121,7 +126,9 @@ def _survey_one(request: SuiteRequest, surveyed: SuiteSurvey, env: dict[str, str
     surveyed.origin = suite.origin
     progress(f"{name} {version}: tests {suite.origin}")
     if request.install_test_deps:
-        _install_test_deps(request.interpreter, suite, work)
+        install_test_deps(request.interpreter, suite, work)
+    load_plugin = "lifeguard" not in _pytest_plugins(request.interpreter, request.report)
+    env = target_env(request.interpreter, child_path_dir() if load_plugin else None)
     collecting = time.monotonic()
     ids, surveyed.files, surveyed.files_in_suite = collect(request.interpreter, suite, work, env,
                                                             timeout=max(30.0, request.budget / 3))
@@ -179,24 +186,6 @@ def _find_suite(request: SuiteRequest, name: str, version: str, work: Path) -> T
     if suite is None:
         raise SurveyError(f"{name} {version}: no tests installed with it, none in its source distribution")
     return suite
-
-
-def _install_test_deps(interpreter: Interpreter, suite: TestSuite, work: Path) -> None:
-    """pytest, and what the suite's requirement files name, into the target (the user allowed it)."""
-    from lifeguard.capture.bounded import run_bounded
-
-    files = [path for pattern in ("requirements*test*.txt", "test*requirements*.txt", "requirements/test*.txt",
-                                  "tests/requirements*.txt", "test/requirements*.txt")
-             for path in sorted(suite.root.glob(pattern))]
-    argv = [interpreter.executable, "-m", "pip", "install", "-q", "pytest"]
-    for path in files:
-        argv += ["-r", str(path)]
-    ran = run_bounded(argv, 900.0, cwd=str(work))
-    if ran.returncode != 0 and files:  # a requirement file that does not install: pytest alone
-        ran = run_bounded(argv[:6], 900.0, cwd=str(work))
-    if ran.returncode != 0:
-        raise SurveyError(f"{suite.package}: --install-test-deps failed: "
-                          f"{(ran.stderr.strip().splitlines() or ['timed out'])[-1]}")
 
 
 def _session_counts(session: SessionRun, asked: int) -> dict[str, Any]:

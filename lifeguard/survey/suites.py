@@ -63,6 +63,7 @@ class TestSuite:
     root: Path
     paths: tuple[Path, ...]
     origin: str  # "installed with the package", "source distribution NAME.tar.gz", "--tests-from DIR"
+    source: Path | None = None  # the source tree the tests came from (its requirement files, its pyproject.toml)
 
 
 def _outermost(folders: list[str]) -> list[str]:
@@ -95,7 +96,7 @@ def given_tests(folder: Path, package: str, version: str) -> TestSuite:
         raise SurveyError(f"--tests-from {folder}: not a folder")
     root = folder.resolve()
     paths = _test_folders(root) or [root]
-    return TestSuite(package, version, root, tuple(paths), f"--tests-from {folder}")
+    return TestSuite(package, version, root, tuple(paths), f"--tests-from {folder}", root)
 
 
 def _test_folders(root: Path) -> list[Path]:
@@ -128,7 +129,7 @@ def sdist_tests(interpreter: Interpreter, package: str, version: str, folder: Pa
         return None
     root = _tests_alone(source, found, folder / "suite")
     return TestSuite(package, version, root, tuple(root / path.relative_to(source) for path in found),
-                     f"source distribution {archive.name}")
+                     f"source distribution {archive.name}", source)
 
 
 def _tests_alone(source: Path, folders: list[Path], into: Path) -> Path:
@@ -268,3 +269,45 @@ def spread(items: list[T], count: int, group: Callable[[T], str]) -> list[T]:
         n = share[name]
         chosen.update(id(members[int(i * len(members) / n)]) for i in range(n))
     return [item for item in items if id(item) in chosen]
+
+
+INSTALL_TIMEOUT = 900.0
+REQUIREMENT_FILES = ("requirements*test*.txt", "test*requirements*.txt", "requirements/test*.txt",
+                     "tests/requirements*.txt", "test/requirements*.txt", "ci/requirements*test*.txt")
+TEST_EXTRAS = ("test", "tests", "testing")  # optional dependencies and dependency groups of these names
+
+
+def install_test_deps(interpreter: Interpreter, suite: TestSuite, work: Path) -> None:
+    """pytest, what the suite's requirement files name, and its project's test extras and dependency groups,
+    into the target (the user allowed it: --install-test-deps). What does not install is left out, and the
+    suite is collected with the rest."""
+    files = [path for pattern in REQUIREMENT_FILES for path in sorted((suite.source or suite.root).glob(pattern))]
+    wanted = ["pytest", *_declared_test_requirements(suite.source or suite.root)]
+    argv = [interpreter.executable, "-m", "pip", "install", "-q", *wanted]
+    for path in files:
+        argv += ["-r", str(path)]
+    ran = run_bounded(argv, INSTALL_TIMEOUT, cwd=str(work))
+    if ran.returncode != 0 and len(argv) > 6:  # something named does not install here: pytest alone
+        ran = run_bounded(argv[:6], INSTALL_TIMEOUT, cwd=str(work))
+    if ran.returncode != 0:
+        raise SurveyError(f"{suite.package}: --install-test-deps failed: "
+                          f"{(ran.stderr.strip().splitlines() or ['timed out'])[-1]}")
+
+
+def _declared_test_requirements(source: Path) -> list[str]:
+    """The requirements pyproject.toml declares for tests: optional dependencies and dependency groups named
+    like TEST_EXTRAS (strings only; a group's include is left out)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: requirement files only
+        return []
+    try:
+        data = tomllib.loads((source / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    found: list[str] = []
+    for table in (data.get("project", {}).get("optional-dependencies", {}), data.get("dependency-groups", {})):
+        if isinstance(table, dict):
+            for name in TEST_EXTRAS:
+                found += [entry for entry in table.get(name, []) if isinstance(entry, str)]
+    return found

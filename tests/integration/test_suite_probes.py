@@ -203,3 +203,14 @@ def test_only_what_the_test_alone_holds_joins_the_cycle(tmp_path: Path, probe: s
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "3 passed" in proc.stdout, proc.stdout
     assert marker.read_text() == "collected in its cycle\n"  # the fresh one, once; never the cached one
+
+
+def test_survey_of_tests_in_an_environment_without_pytest_says_so(tmp_path: Path, builds: dict[str, Path]) -> None:
+    subprocess.run([real_python(), "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True, timeout=120)
+    site = _as_distribution(tmp_path, builds["fixed"])
+    proc = run_cli("survey", "--tests", "suite_bugs", "--tests-from", str(SUITE), "--python",
+                   str(tmp_path / "venv" / "bin" / "python"), "--report", str(tmp_path / "report"),
+                   env={"PYTHONPATH": str(site)}, timeout=240)
+    assert proc.returncode == EXIT_UNEXPECTED, proc.stdout + proc.stderr
+    assert "suite_bugs: not surveyed: pytest cannot be imported in" in proc.stdout, proc.stdout
+    assert "--install-test-deps installs it" in proc.stdout, proc.stdout
