@@ -27,6 +27,7 @@ import os
 import sys
 import threading
 import types
+import warnings
 from collections.abc import Generator
 from typing import Any, cast
 
@@ -34,6 +35,7 @@ import pytest
 
 from lifeguard.model.survey import FORK_PROBES
 from lifeguard.pytest_plugin.worker_log import log_line
+from lifeguard.run.fork_here import MULTI_THREADED_FORK
 
 ALONE_REFERENCES = 2  # sys.getrefcount of an object only the probe holds: its list's reference and the call's
 CYCLE_ATTRIBUTE = "_lifeguard_cycle"  # set on an object that takes attributes: the object is in the cycle itself
@@ -174,7 +176,9 @@ def _fork(kind: str, item: pytest.Item, values: dict[str, Any], names: str, log_
 
     if kind == "fork-rerun":  # the objects of the first run are gone before the second, as in a plain process
         values.clear()
-    pid = os.fork()
+    with warnings.catch_warnings():  # lifeguard's own fork (Python 3.12+ warns of one with threads running)
+        warnings.filterwarnings("ignore", MULTI_THREADED_FORK, DeprecationWarning)
+        pid = os.fork()
     if pid == 0:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, log_fd)  # the group's log is the parent's alone
