@@ -128,7 +128,7 @@ def _survey_one(request: SuiteRequest, surveyed: SuiteSurvey, limitations: list[
     if request.install_test_deps:
         install_test_deps(request.interpreter, suite, work)
     load_plugin = "lifeguard" not in _pytest_plugins(request.interpreter, request.report)
-    env = target_env(request.interpreter, child_path_dir() if load_plugin else None)
+    env = target_env(child_path_dir() if load_plugin else None, work / "pycache")
     collecting = time.monotonic()
     ids, surveyed.files, surveyed.files_in_suite = collect(request.interpreter, suite, work, env,
                                                             timeout=max(30.0, request.budget / 3))

@@ -50,14 +50,16 @@ class SessionRun:
     lost: list[str] = field(default_factory=list)  # why tests have no run (a chunk past its time, ...)
 
 
-def target_env(interpreter: Interpreter, plugin_path: Path | None) -> dict[str, str]:
+def target_env(plugin_path: Path | None, pycache: Path) -> dict[str, str]:
     """The sessions' environment: this one, lifeguard's plugin importable when the target lacks it
-    (``plugin_path``: a folder holding only the lifeguard package)."""
+    (``plugin_path``: a folder holding only the lifeguard package), bytecode (pytest's rewritten test modules
+    too) cached in ``pycache``, never beside the suite's files (site-packages)."""
     env = dict(os.environ)
     if plugin_path is not None:
         env["PYTHONPATH"] = str(plugin_path) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.pop("PYTEST_ADDOPTS", None)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"  # nothing written into the suite's folders (site-packages)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)  # each session after the first imports the suite's modules cached
     return env
 
 

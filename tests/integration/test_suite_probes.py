@@ -138,6 +138,7 @@ def test_survey_of_its_tests_finds_each_bug_with_a_reproduction(tmp_path: Path, 
         text = script.read_text()
         assert "import lifeguard" not in text and "from lifeguard" not in text, text  # plain Python and pytest
     assert "reproduced 3 of 3 runs alone" in proc.stdout, output
+    assert sorted(p.name for p in suite.iterdir()) == sorted(p.name for p in SUITE.iterdir())  # nothing written
     page = (report / "suites.html").read_text()
     assert "2 candidate(s)" in page and "fork-rerun probe, hung@fork-child" in page, page
     assert "reproduced 3 of 3 runs alone" in page and f"{TESTS}test_square_all" in page, page
