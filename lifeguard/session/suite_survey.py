@@ -77,6 +77,7 @@ class SuiteSurvey:
     chosen: int = 0
     passed_plainly: int = 0
     failed_plainly: list[str] = field(default_factory=list)
+    plain_lost: list[str] = field(default_factory=list)  # why chosen tests have no plain outcome
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)  # probe -> ran, applied, not applied, ...
     candidates: list[SuiteCandidate] = field(default_factory=list)
     problem: str = ""  # why the package could not be surveyed (no tests found, pytest missing, ...)
@@ -135,7 +136,7 @@ def _survey_one(request: SuiteRequest, surveyed: SuiteSurvey, limitations: list[
     start = time.monotonic() - collecting  # a session's own cost: pytest's start, the suite's imports, collection
     surveyed.collected = len(ids)
     pilot_ids = sample(ids, PILOT_TESTS)
-    pilot = run_sessions(request.interpreter, suite, pilot_ids, "plain", work / "sessions", env,
+    pilot = run_sessions(request.interpreter, suite, pilot_ids, "plain", work / "sessions" / "pilot", env,
                          timeout=request.timeout, seconds=_left(deadline) / 4, load_plugin=False)
     pace = max(pilot.seconds - start, 0.0) / max(1, len(pilot.tests)) + 0.002
     probes = [probe for probe in SUITE_SESSIONS if probe in request.probes]
@@ -148,6 +149,7 @@ def _survey_one(request: SuiteRequest, surveyed: SuiteSurvey, limitations: list[
     plain = pilot if chosen == pilot_ids else run_sessions(
         request.interpreter, suite, chosen, "plain", work / "sessions", env, timeout=request.timeout,
         seconds=min(_left(deadline) / 2, plain_seconds), load_plugin=False)
+    surveyed.plain_lost = plain.lost
     passing = [test for test in chosen if test in plain.tests and plain.tests[test].outcome == "passed"]
     surveyed.passed_plainly = len(passing)
     surveyed.failed_plainly = [t for t in chosen if t in plain.tests and plain.tests[t].outcome in ("failed", "error")]
@@ -225,6 +227,8 @@ def suites_table(done: list[SuiteSurvey], probes: tuple[str, ...]) -> str:
     for item in done:
         if item.problem:
             lines.append(f"{item.package}: not surveyed: {item.problem}")
+        for why in item.plain_lost:
+            lines.append(f"{item.package}: run plainly, {why}")
         for candidate in item.candidates:
             more = f" and {len(candidate.tests) - 1} more" if len(candidate.tests) > 1 else ""
             lines.append(f"{item.package}: {candidate.verdict}: {candidate.probe} probe, {candidate.failure}: "
