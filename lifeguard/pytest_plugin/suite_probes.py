@@ -9,7 +9,8 @@ or a hang in the probe fails the test with the evidence, as one in the test's ow
   the objects' destructors run in a process without the threads they were made with;
 - ``fork-rerun``: fork; the forked child runs the test again (its function-scoped fixtures set up again) and
   exits through normal finalization: a library whose threads, locks or pools do not survive a fork hangs or
-  fails there;
+  fails there. When the child's run fails, the test runs again here too, without a fork: a test that cannot
+  run twice in one process (a parametrized stream read to its end) says nothing of the fork;
 - ``gc-thread``: what the test made is dropped in reference cycles and collected on a new thread, the
   collector off elsewhere: destructors run on a thread that did not make the objects;
 - ``gc-cycle``: the same cycles, collected on the main thread (each object meets ``tp_clear`` first when it is
@@ -196,9 +197,15 @@ def _fork(kind: str, item: pytest.Item, values: dict[str, Any], names: str, log_
         os.close(pidfd)
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
-    child.emit(protocol.FORK_CHILD_EXIT, child=pid, status=code)
     values.clear()
+    if code > 0 and kind == "fork-rerun" and _run_again(item, None) != 0:
+        log_line(log_fd, {"probed": item.nodeid, "probe": kind, "skipped": (
+            "run again in this process, without a fork, the test fails too: it cannot run twice in one process "
+            "(a parametrized stream read to its end, a one-time setup), so its failure in the forked child "
+            "says nothing of the fork")})
+        return None
     if code != 0:
+        child.emit(protocol.FORK_CHILD_EXIT, child=pid, status=code)
         return code if code > 0 else 1  # the group's child ends in this test: the supervisor's verdict is it
     done = "ran the test again" if kind == "fork-rerun" else f"dropped {names}"
     log_line(log_fd, {"probed": item.nodeid, "probe": kind,
@@ -206,9 +213,9 @@ def _fork(kind: str, item: pytest.Item, values: dict[str, Any], names: str, log_
     return None
 
 
-def _run_again(item: pytest.Item, err_fd: int) -> int:
-    """In the forked child: the test's protocol once more, reported nowhere; only the function's own fixtures
-    are torn down after it (what the parent set up for later tests stays as it is)."""
+def _run_again(item: pytest.Item, err_fd: int | None) -> int:
+    """The test's protocol once more, reported nowhere (its failure written to ``err_fd``, if given): 0 when it
+    passed. Only the function's own fixtures are torn down after it (what is set up for later tests stays)."""
     from _pytest.runner import runtestprotocol
 
     # The teardown goes down to the test's parent: its function-scoped fixtures only.
@@ -216,6 +223,8 @@ def _run_again(item: pytest.Item, err_fd: int) -> int:
     failed = [report for report in reports if report.failed]
     if not failed:
         return 0
+    if err_fd is None:
+        return 1
     text = failed[0].longreprtext.strip().splitlines()[-20:]
     os.write(err_fd, ("lifeguard: run again in a forked child, the test failed in its "
                       f"{failed[0].when}:\n" + "\n".join(text) + "\n").encode(errors="backslashreplace"))

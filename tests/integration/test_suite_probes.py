@@ -215,3 +215,41 @@ def test_survey_of_tests_in_an_environment_without_pytest_says_so(tmp_path: Path
     assert proc.returncode == EXIT_UNEXPECTED, proc.stdout + proc.stderr
     assert "suite_bugs: not surveyed: pytest cannot be imported in" in proc.stdout, proc.stdout
     assert "--install-test-deps installs it" in proc.stdout, proc.stdout
+
+
+RERUN = '''
+import io
+import os
+
+import pytest
+
+SEEN = []
+
+
+@pytest.mark.parametrize("stream", [io.BytesIO(b"data")])  # made once, at collection: read to its end once
+def test_reads_its_stream(stream):
+    assert stream.read() == b"data"
+
+
+def test_stays_in_its_process():  # as a library that caches its owner's pid fails after a fork
+    SEEN.append(os.getpid())
+    assert SEEN[0] == os.getpid()
+'''
+
+
+def test_fork_rerun_tells_a_test_that_cannot_run_twice_from_a_fork(tmp_path: Path) -> None:
+    (tmp_path / "test_rerun.py").write_text(RERUN)
+    report = tmp_path / "report"
+    proc = subprocess.run([real_python(), "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                           "--lifeguard", "--lifeguard-probe", "fork-rerun", "--lifeguard-report", str(report),
+                           "test_rerun.py"], cwd=tmp_path, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                          timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    runs = {run["scenario"].removeprefix("test_rerun.py::"): run for run in load_report(report)["runs"]}
+    stream = runs["test_reads_its_stream[stream0]"]
+    assert stream["outcome"] == "passed", stream
+    assert any("fork-rerun probe not applied: run again in this process, without a fork, the test fails too"
+               in note for note in stream["notes"]), stream["notes"]
+    process = runs["test_stays_in_its_process"]
+    assert (process["outcome"], process["phase"]) == ("failed", "fork-child"), process
+    assert any(note.startswith("fork-rerun probe failed") for note in process["notes"]), process["notes"]
