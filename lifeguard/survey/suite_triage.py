@@ -101,22 +101,37 @@ PLAIN = (int, float, complex, str, bytes, bool, type(None), types.ModuleType, ty
          types.BuiltinFunctionType, types.MethodType)
 
 
+class LocalsAtReturn:
+    """While in effect: the local variables (not the arguments) of the function of ``code`` as it returned."""
+
+    def __init__(self, code):
+        self.code = code
+        self.arguments = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+        self.seen = {{}}
+
+    def profile(self, frame, event, arg):
+        if event == "return" and frame.f_code is self.code:
+            self.seen.clear()
+            self.seen.update((k, v) for k, v in frame.f_locals.items() if k not in self.arguments)
+
+    def __enter__(self):
+        sys.setprofile(self.profile)
+        return self
+
+    def __exit__(self, *exc):
+        sys.setprofile(None)
+
+    def made(self):
+        made = {{k: v for k, v in self.seen.items() if not isinstance(v, PLAIN)}}
+        self.seen.clear()
+        return made
+
+
 def made_by(code, call):
     """Call ``call``; the local variables of the function of ``code`` as it returned (not its arguments)."""
-    seen = {{}}
-    arguments = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
-
-    def profile(frame, event, arg):
-        if event == "return" and frame.f_code is code:
-            seen.clear()
-            seen.update((k, v) for k, v in frame.f_locals.items() if k not in arguments)
-
-    sys.setprofile(profile)
-    try:
+    with LocalsAtReturn(code) as watch:
         call()
-    finally:
-        sys.setprofile(None)
-    return {{k: v for k, v in seen.items() if not isinstance(v, PLAIN)}}
+    return watch.made()
 
 
 def finalize(code):
@@ -250,21 +265,13 @@ def pytest_pyfunc_call(pyfuncitem):
     code = getattr(pyfuncitem.obj, "__code__", None)
     if code is None:
         return (yield)
-    seen = {}
-    arguments = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
-
-    def profile(frame, event, arg):
-        if event == "return" and frame.f_code is code:
-            seen.clear()
-            seen.update((k, v) for k, v in frame.f_locals.items() if k not in arguments)
-
-    sys.setprofile(profile)
+    _made.clear()
+    watch = LocalsAtReturn(code)
     try:
-        return (yield)
+        with watch:
+            return (yield)
     finally:
-        sys.setprofile(None)
-        _made.clear()
-        _made.update((k, v) for k, v in seen.items() if not isinstance(v, PLAIN))
+        _made.update(watch.made())
 
 
 @pytest.hookimpl(tryfirst=True)
