@@ -47,7 +47,7 @@ def group_body(items: list[pytest.Item], log_fd: int, probe: str | None = None) 
                     reports = runtestprotocol(item, log=True, nextitem=nextitem)  # each logged as made (_divert)
                 if made is not None and probe is not None:
                     if passed(reports):
-                        code = apply_probe(probe, item, made, spawned, log_fd, err)
+                        code = apply_probe(probe, item, made, spawned, log_fd, (out, err))
                         if code is not None:  # the probe's forked child, or a probe that failed the test
                             return code
                     made.take()

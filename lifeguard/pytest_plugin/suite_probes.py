@@ -117,7 +117,7 @@ def passed(reports: list[pytest.TestReport]) -> bool:
 
 
 def apply_probe(kind: str, item: pytest.Item, made: MadeByTest, spawned_before: int, log_fd: int,
-                err_fd: int) -> int | None:
+                relays: tuple[int, int]) -> int | None:
     """Apply probe ``kind`` after ``item`` passed. None: carry on with the next test; a number: this is the
     probe's forked child, which ends now with that exit code (the body returns it)."""
     values = made.take()
@@ -131,7 +131,7 @@ def apply_probe(kind: str, item: pytest.Item, made: MadeByTest, spawned_before: 
     names = ", ".join(sorted(values))[:200]
     log_line(log_fd, {"probing": item.nodeid, "probe": kind})
     if kind in FORK_PROBES:
-        return _fork(kind, item, values, names, log_fd, err_fd)
+        return _fork(kind, item, values, names, log_fd, relays)
     freed = _collect_in_cycles(values, on_thread=kind == "gc-thread")
     where = "on thread lifeguard-gc" if kind == "gc-thread" else "on the main thread"
     log_line(log_fd, {"probed": item.nodeid, "probe": kind,
@@ -170,7 +170,8 @@ def _collect_in_cycles(values: dict[str, Any], *, on_thread: bool) -> int:
     return freed[0]
 
 
-def _fork(kind: str, item: pytest.Item, values: dict[str, Any], names: str, log_fd: int, err_fd: int) -> int | None:
+def _fork(kind: str, item: pytest.Item, values: dict[str, Any], names: str, log_fd: int,
+          relays: tuple[int, int]) -> int | None:
     from lifeguard import child
     from lifeguard.child import protocol
     from lifeguard.child.readable import readable
@@ -184,11 +185,12 @@ def _fork(kind: str, item: pytest.Item, values: dict[str, Any], names: str, log_
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, log_fd)  # the group's log is the parent's alone
         os.close(null)
+        _uncaptured(item.config, relays)
         if kind == "fork-finalize":
             values.clear()
             gc.collect()
             return 0
-        return _run_again(item, err_fd)
+        return _run_again(item, relays[1])
     child.emit(protocol.FORK_CHILD, child=pid)
     pidfd = os.pidfd_open(pid)
     try:
@@ -211,6 +213,20 @@ def _fork(kind: str, item: pytest.Item, values: dict[str, Any], names: str, log_
     log_line(log_fd, {"probed": item.nodeid, "probe": kind,
                       "did": f"forked; the child {done} and exited through finalization (exit 0)"})
     return None
+
+
+def _uncaptured(config: pytest.Config, relays: tuple[int, int]) -> None:
+    """In the forked child: pytest's capture stops, and descriptors 1 and 2 are the run's relays, so what the
+    library writes there as it fails (a message before it kills the process) is the run's evidence."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None and getattr(capture, "_global_capturing", None) is not None:
+        from _pytest.capture import MultiCapture
+
+        capture.stop_global_capturing()
+        # A capture of nothing, where pytest expects one (private); capsys and capfd still capture as they do.
+        capture._global_capturing = MultiCapture(in_=None, out=None, err=None)
+    os.dup2(relays[0], 1)
+    os.dup2(relays[1], 2)
 
 
 def _run_again(item: pytest.Item, err_fd: int | None) -> int:

@@ -220,6 +220,7 @@ def test_survey_of_tests_in_an_environment_without_pytest_says_so(tmp_path: Path
 RERUN = '''
 import io
 import os
+import signal
 
 import pytest
 
@@ -234,6 +235,18 @@ def test_reads_its_stream(stream):
 def test_stays_in_its_process():  # as a library that caches its owner's pid fails after a fork
     SEEN.append(os.getpid())
     assert SEEN[0] == os.getpid()
+
+
+def test_says_why_it_dies():  # as numba's OpenMP layer ends a forked child that uses it
+    SEEN.append(os.getpid())
+    if SEEN[0] != os.getpid():
+        os.write(2, b"Terminating: fork() called from a process already using this library\\n")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_reads_its_output(capsys):
+    print("hello")
+    assert capsys.readouterr().out == "hello\\n"
 '''
 
 
@@ -253,3 +266,9 @@ def test_fork_rerun_tells_a_test_that_cannot_run_twice_from_a_fork(tmp_path: Pat
     process = runs["test_stays_in_its_process"]
     assert (process["outcome"], process["phase"]) == ("failed", "fork-child"), process
     assert any(note.startswith("fork-rerun probe failed") for note in process["notes"]), process["notes"]
+    dies = runs["test_says_why_it_dies"]
+    assert (dies["outcome"], dies["phase"]) == ("crashed", "fork-child"), dies
+    assert "Terminating: fork() called from a process already using this library" in dies["stderr_tail"], dies
+    output = runs["test_reads_its_output"]  # capsys still captures in the forked child
+    assert output["outcome"] == "passed" and any(
+        note.startswith("fork-rerun probe: forked; the child ran the test again") for note in output["notes"]), output
