@@ -166,13 +166,26 @@ def _survey_one(request: SuiteRequest, surveyed: SuiteSurvey, limitations: list[
         progress(f"{name}: {probe}: {len(session.tests)} test(s) run, {surveyed.sessions[probe]['applied']} "
                  f"probed, {sum(len(c.tests) for c in found)} failed only here ({session.seconds:.1f} s)")
     for candidate in surveyed.candidates:
-        if candidate.verdict != CANDIDATE:
-            continue
-        script = write_reproduction(candidate, suite, request.report / "repro", request.timeout, request.interpreter)
-        candidate.reproduction = str(script)
-        candidate.reproduced = check_reproduction(script, request.interpreter, request.timeout, work, env)
-        progress(f"{name}: {candidate.probe} {candidate.failure}: {len(candidate.tests)} test(s); reproduction "
-                 f"{script.name}: {candidate.reproduced[0]} of {candidate.reproduced[1]}")
+        if candidate.verdict == CANDIDATE:
+            _reproduce(request, candidate, suite, passing, work, env, progress)
+
+
+def _reproduce(request: SuiteRequest, candidate: SuiteCandidate, suite: TestSuite, order: list[str], work: Path,
+               env: dict[str, str], progress: Any) -> None:
+    """The candidate's reproduction, checked alone; when its test alone never reproduces, one that runs the
+    tests of its session's chunk before it first, in one process, as the survey did."""
+    folder = request.report / "repro"
+    script = write_reproduction(candidate, suite, folder, request.timeout)
+    reproduced = check_reproduction(script, request.interpreter, request.timeout, work, env)
+    if reproduced[0] == 0 and candidate.smallest in order:
+        at = order.index(candidate.smallest)
+        before = order[at - at % CHUNK:at]
+        if before:
+            script = write_reproduction(candidate, suite, folder, request.timeout, before)
+            reproduced = check_reproduction(script, request.interpreter, request.timeout, work, env)
+    candidate.reproduction, candidate.reproduced = str(script), reproduced
+    progress(f"{candidate.package}: {candidate.probe} {candidate.failure}: {len(candidate.tests)} test(s); "
+             f"reproduction {script.name}: {reproduced[0]} of {reproduced[1]}")
 
 
 def _left(deadline: float) -> float:

@@ -5,8 +5,10 @@ A test that passed plainly and failed only under a probe is a candidate's test (
 lifeguard, not by pytest). The tests that fail one way (probe, outcome and phase, finding) make one candidate,
 listed; a documented limitation (package, version, probe) makes it ``documented``. Each candidate gets a
 standalone reproduction of its quickest test: plain Python and the package when the test is a plain function of
-a module without a package (else the test under plain pytest with a small plugin written beside it), the probe
-written out, no lifeguard; it is run REPRO_RUNS times alone, and the candidate says how many reproduced.
+a module without a package (else the test under plain pytest with a small plugin in the script), the probe
+written out, no lifeguard; it is run REPRO_RUNS times alone, and the candidate says how many reproduced. When it
+reproduces in none, a second script runs the tests of the survey's session before it first, in one process, as
+the survey did (a thread pool an earlier test started is the state some bugs need).
 """
 
 from __future__ import annotations
@@ -224,31 +226,32 @@ print(f"{{TEST}} passed; it made: {{', '.join(sorted(made)) or 'nothing kept'}}"
 sys.exit(probe(made, run_again))
 '''
 
-def reproduction_command(script: Path, interpreter: Interpreter) -> list[str]:
-    return [interpreter.executable, str(script)]
-
-
 def write_reproduction(candidate: SuiteCandidate, suite: TestSuite, folder: Path, deadline: float,
-                       interpreter: Interpreter) -> Path:
-    """A standalone script for the candidate's quickest test under its probe (see the module's docstring)."""
+                       before: Sequence[str] = ()) -> Path:
+    """A standalone script for the candidate's quickest test under its probe (see the module's docstring);
+    ``before``: tests that run first in the same process, as they did in the survey's (the state a library is
+    left in by earlier tests: a thread pool one of them started)."""
     folder.mkdir(parents=True, exist_ok=True)
-    stem = re.sub(r"[^A-Za-z0-9]+", "-", f"{candidate.package}-{candidate.probe}-{candidate.smallest}")[:120]
-    script = folder / f"{stem.strip('-')}.py"
-    header = (f'"""Reproduction: {candidate.package} {candidate.version}, test {candidate.smallest},\n'
+    stem = re.sub(r"[^A-Za-z0-9]+", "-", f"{candidate.package}-{candidate.probe}-{candidate.smallest}")[:110]
+    script = folder / f"{stem.strip('-')}{'-after-' + str(len(before)) if before else ''}.py"
+    first = f", after {len(before)} test(s) of its session" if before else ""
+    header = (f'"""Reproduction: {candidate.package} {candidate.version}, test {candidate.smallest}{first},\n'
               f'then the {candidate.probe} probe (lifeguard survey --tests found: {candidate.failure},\n'
               f'{candidate.finding[:300]}).\n\nRun: python {script.name}  (the interpreter with {candidate.package} '
               f'installed). Exit 0: not reproduced.\n"""\n')
     probe_code = _PROBE_CODE.format(probe=candidate.probe, deadline=deadline)
-    plain = _plain_test(suite, candidate.smallest)
+    plain = None if before else _plain_test(suite, candidate.smallest)
     if plain is not None:
         path, name = plain
         main = _PLAIN_MAIN.format(path=str(path), name=name, module=path.stem)
         script.write_text(header + probe_code + main, encoding="utf-8")
         return script
-    argv = [*pytest_base_args(suite), "-p", "no:lifeguard", "-q", str(suite.root / candidate.smallest)]
+    tests = [str(suite.root / test) for test in (*before, candidate.smallest)]
+    argv = [*pytest_base_args(suite), "-p", "no:lifeguard", "-q", *tests]
     main = (f"\n\nif __name__ == '__main__':\n    import pytest\n\n"
             f"    sys.exit(pytest.main({argv!r}, plugins=[sys.modules[__name__]]))\n")
-    script.write_text(header + probe_code + _pytest_plugin() + main, encoding="utf-8")
+    plugin = _pytest_plugin().replace("@TARGET@", repr(candidate.smallest))
+    script.write_text(header + probe_code + plugin + main, encoding="utf-8")
     return script
 
 
@@ -257,6 +260,7 @@ def _pytest_plugin() -> str:
 
 import pytest
 
+TARGET = @TARGET@  # the test the probe follows; the others run before it, as they did in the survey
 _made = {}
 
 
@@ -281,7 +285,7 @@ def pytest_runtest_protocol(item, nextitem):
     item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
     reports = runtestprotocol(item, nextitem=nextitem)
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
-    if reports and all(report.passed for report in reports):
+    if item.nodeid == TARGET and reports and all(report.passed for report in reports):
         def run_again():
             again = runtestprotocol(item, log=False, nextitem=item.parent)
             return all(report.passed for report in again)
@@ -321,7 +325,7 @@ def check_reproduction(script: Path, interpreter: Interpreter, deadline: float, 
     """(runs that reproduced, runs): the script alone, ``runs`` times, each bounded."""
     failed = 0
     for _ in range(runs):
-        ran = run_bounded(reproduction_command(script, interpreter), deadline + REPRO_SLACK, cwd=str(cwd), env=env)
+        ran = run_bounded([interpreter.executable, str(script)], deadline + REPRO_SLACK, cwd=str(cwd), env=env)
         if ran.timed_out or ran.returncode != 0:
             failed += 1
     return failed, runs

@@ -272,3 +272,51 @@ def test_fork_rerun_tells_a_test_that_cannot_run_twice_from_a_fork(tmp_path: Pat
     output = runs["test_reads_its_output"]  # capsys still captures in the forked child
     assert output["outcome"] == "passed" and any(
         note.startswith("fork-rerun probe: forked; the child ran the test again") for note in output["notes"]), output
+
+
+EARLIER = '''
+import atexit
+import os
+import subprocess
+import sys
+
+STARTED = []  # the pid that started the "pool": a library's process-wide state
+
+
+def _shutdown():  # as libuv's destructor joins its threadpool's threads, in any process
+    if STARTED and STARTED[0] != os.getpid():
+        os.write(2, b"joining the threads of another process\\n")
+        os.abort()
+
+
+atexit.register(_shutdown)
+
+
+def test_starts_the_pool():
+    STARTED.append(os.getpid())
+    subprocess.run([sys.executable, "-c", "pass"], check=True)  # a test with processes of its own: no fork probe
+
+
+def test_after_it():
+    numbers = [1, 2, 3]
+    assert sum(numbers) == 6
+'''
+
+
+def test_a_reproduction_runs_the_tests_before_when_the_test_alone_does_not(tmp_path: Path,
+                                                                          builds: dict[str, Path]) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_earlier.py").write_text(EARLIER)
+    site = _as_distribution(tmp_path, builds["fixed"])
+    report = tmp_path / "report"
+    proc = run_cli("survey", "--tests", "suite_bugs", "--tests-from", str(suite), "--probe", "fork-rerun",
+                   "--report", str(report), env={"PYTHONPATH": str(site)}, timeout=300)
+    assert proc.returncode == EXIT_UNEXPECTED, proc.stdout + proc.stderr
+    (candidate,) = json.loads((report / "suites.json").read_text())["packages"][0]["candidates"]
+    assert candidate["tests"] == ["test_earlier.py::test_after_it"], candidate
+    assert candidate["reproduced"] == [3, 3], candidate
+    script = Path(candidate["reproduction"])
+    assert script.name.endswith("-after-1.py"), script  # the test alone reproduced in none of its runs
+    ran = subprocess.run([real_python(), str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert ran.returncode != 0 and "fork-rerun: the forked child ended with -6" in ran.stdout, ran.stdout + ran.stderr
