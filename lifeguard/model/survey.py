@@ -29,6 +29,8 @@ SUITE_PROBES: dict[str, str] = {
     "gc-cycle": "what the test made dies in reference cycles collected on the main thread",
 }
 FORK_PROBES = frozenset({"fork-finalize", "fork-rerun"})
+# How lifeguard's report words a failure that pytest itself made of a test run in a group (not lifeguard's verdict).
+PYTEST_FAILED = "pytest failed its {when}: {message}"
 EXIT_PROBE = "exit"  # a survey's --lifeguard session without a probe: each group's real exit
 SUITE_SESSIONS = (EXIT_PROBE, *SUITE_PROBES)
 

@@ -37,7 +37,7 @@ from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import RunResult
 from lifeguard.model.run import RunKind, RunSpec, StartMode
 from lifeguard.model.scenario import DEFAULT_TIMEOUT, DEFAULT_VARIANT
-from lifeguard.model.survey import probe_failed_note, probe_note
+from lifeguard.model.survey import PYTEST_FAILED, probe_failed_note, probe_note
 from lifeguard.pytest_plugin.group_child import group_body
 from lifeguard.pytest_plugin.guard import RawEcho, foreign_threads, interrupted_at, scenario_for, test_timeout
 from lifeguard.pytest_plugin.session_report import SessionRecord
@@ -323,7 +323,7 @@ def _own_run(group: RunResult, name: str, replay: str, reports: list[pytest.Test
     crash = getattr(failing.longrepr, "reprcrash", None)
     message = str(getattr(crash, "message", "") or "").split("\n", 1)[0]
     return replace(own, outcome=Outcome.FAILED, phase=Phase.RUN, exit_code=1,
-                   reason=f"pytest failed its {failing.when}: {message}".rstrip(": "))
+                   reason=PYTEST_FAILED.format(when=failing.when, message=message).rstrip(": "))
 
 
 def _combined(result: RunResult, items: list[pytest.Item]) -> RunResult:

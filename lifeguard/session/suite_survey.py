@@ -1,5 +1,5 @@
 """``lifeguard survey --tests``: each package's own test suite as the survey's exercise, from the packages named to
-survey.json.
+suites.json and suites.html.
 
 For each package: find its tests (lifeguard.survey.suites), collect them, run a pilot of them plainly to learn
 their pace, choose as many as the budget allows (evenly over the suite's modules), run those plainly, then the
@@ -56,9 +56,9 @@ class SuiteRequest:
     interpreter: Interpreter
     packages: tuple[tuple[str, str], ...]  # (distribution, installed version)
     report: Path
-    probes: tuple[str, ...] = SUITE_SESSIONS
-    timeout: float = 20.0  # each test's deadline under lifeguard, and a reproduction's
-    budget: float = 600.0  # seconds per package
+    probes: tuple[str, ...]  # of SUITE_SESSIONS
+    timeout: float  # each test's deadline under lifeguard, and a reproduction's
+    budget: float  # seconds per package
     tests_from: Path | None = None
     install_test_deps: bool = False
     limitations_file: Path | None = None

@@ -17,11 +17,10 @@ from typing import Any
 
 from lifeguard.capture.bounded import run_bounded
 from lifeguard.interpreter import Interpreter
-from lifeguard.model.survey import EXIT_PROBE, probe_of_notes
+from lifeguard.model.survey import EXIT_PROBE, PYTEST_FAILED, probe_of_notes
 from lifeguard.survey.suites import TestSuite, pytest_base_args, pytest_command
 
 CHUNK = 250  # tests a pytest session; a session past its time loses one chunk
-PYTEST_FAILED = "pytest failed its "  # how lifeguard's report words pytest's own failure of a test (groups)
 _SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S+::\S.*?)(?:\s+-\s+.*)?$")
 
 
@@ -146,4 +145,4 @@ def _test_run(run: dict[str, Any]) -> TestRun:
 
 def pytest_failure(run: TestRun) -> bool:
     """Did pytest itself fail the test in a lifeguard session (not lifeguard's supervision)?"""
-    return run.outcome == "failed" and run.reason.startswith(PYTEST_FAILED)
+    return run.outcome == "failed" and run.reason.startswith(PYTEST_FAILED.split("{", 1)[0])
