@@ -39,7 +39,14 @@ from lifeguard.model.run import RunKind, RunSpec, StartMode
 from lifeguard.model.scenario import DEFAULT_TIMEOUT, DEFAULT_VARIANT
 from lifeguard.model.survey import PYTEST_FAILED, probe_failed_note, probe_note
 from lifeguard.pytest_plugin.group_child import group_body
-from lifeguard.pytest_plugin.guard import RawEcho, foreign_threads, interrupted_at, scenario_for, test_timeout
+from lifeguard.pytest_plugin.guard import (
+    RawEcho,
+    faulthandler_timer_paused,
+    foreign_threads,
+    interrupted_at,
+    scenario_for,
+    test_timeout,
+)
 from lifeguard.pytest_plugin.session_report import SessionRecord
 from lifeguard.pytest_plugin.settings import Settings
 from lifeguard.pytest_plugin.verdicts import (
@@ -230,8 +237,9 @@ class GroupRunner:
             threads = foreign_threads()
             try:
                 body = group_body(items, log_fd, self.settings.probe)
-                forked = run_in_fork(spec, body, capture_hooks=() if quick else (capture_hang,), live=live,
-                                     meanwhile=lambda: record.meanwhile(run_dir, None), moving=watch.deadline)
+                with faulthandler_timer_paused(self.config):
+                    forked = run_in_fork(spec, body, capture_hooks=() if quick else (capture_hang,), live=live,
+                                         meanwhile=lambda: record.meanwhile(run_dir, None), moving=watch.deadline)
             except KeyboardInterrupt:
                 current = WorkerLog.read(log_fd).current
                 interrupted = next((item for item in items if item.nodeid == current), None)

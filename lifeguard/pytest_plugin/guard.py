@@ -15,15 +15,17 @@ warnings summary or log report.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sys
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,6 +143,40 @@ def _body(item: pytest.Item, run_dir: Path, runtest: Callable[[], object]) -> Ca
     return body
 
 
+@contextlib.contextmanager
+def faulthandler_timer_paused(config: pytest.Config) -> Iterator[None]:
+    """pytest's faulthandler_timeout arms faulthandler's watchdog thread around each test; a process forked while
+    it is armed has the watchdog's lock held by a thread it does not have, and its finalization waits for that
+    lock for ever (faulthandler cancels the timer there). Around a fork of ours the timer is off, and armed again
+    as pytest armed it after: lifeguard's deadline bounds the test meanwhile."""
+    try:
+        timeout = float(config.getini("faulthandler_timeout") or 0)
+    except (ValueError, TypeError):  # pytest's faulthandler plugin is off
+        timeout = 0.0
+    stderr = _faulthandler_file(config) if timeout > 0 else None
+    if stderr is None:
+        yield
+        return
+    import faulthandler
+
+    faulthandler.cancel_dump_traceback_later()
+    try:
+        yield
+    finally:
+        faulthandler.dump_traceback_later(timeout, file=stderr)
+
+
+def _faulthandler_file(config: pytest.Config) -> Any:
+    """Where pytest's faulthandler writes (its stash, private: a descriptor in pytest 8, a file in 7), or None."""
+    from _pytest import faulthandler as plugin
+
+    for name in ("fault_handler_stderr_fd_key", "fault_handler_stderr_key"):
+        key = getattr(plugin, name, None)
+        if key is not None and key in config.stash:
+            return config.stash[key]
+    return None
+
+
 def run_forked(item: pytest.Item, runtest: Callable[[], object], record: SessionRecord, *, timeout: float,
                repeat: int, note: str = "", next_test: str | None = None) -> None:
     """Run the item's body ``repeat`` times, each in a child forked from here; fail, skip or pass the test
@@ -161,9 +197,11 @@ def run_forked(item: pytest.Item, runtest: Callable[[], object], record: Session
                        timeout=timeout, run_dir=run_dir, expected="passed", mode=StartMode.PYTEST_FORK,
                        replay=scenario.replay or "")
         try:
-            forked = run_in_fork(spec, _body(item, run_dir, runtest), capture_hooks=(capture_hang,), live=live,
-                                 own_streams=capture == "sys", meanwhile=partial(record.meanwhile, run_dir, next_test),
-                                 reuse=record.spare(run_dir))
+            with faulthandler_timer_paused(item.config):
+                forked = run_in_fork(spec, _body(item, run_dir, runtest), capture_hooks=(capture_hang,), live=live,
+                                     own_streams=capture == "sys",
+                                     meanwhile=partial(record.meanwhile, run_dir, next_test),
+                                     reuse=record.spare(run_dir))
         except KeyboardInterrupt:
             interrupted_at(item, run_dir)
             raise

@@ -244,3 +244,16 @@ def test_a_hang_at_exit_is_pinned_to_the_test_that_leaves_it(plugin_env: pytest.
     out = result.stdout.str()
     assert "FAILED test_exit_hang.py::test_leaves_a_thread_that_never_ends - Failed: lifeguard: hung@exit" in out
     assert "[exit-waits-for-thread]" in out and "from Python at wait (threading.py:" in out
+
+
+@pytest.mark.parametrize("mode", ["group", "fork"])
+def test_pytest_faulthandler_timeout_does_not_hang_the_forked_exit(plugin_env: pytest.Pytester, pace: Pace,
+                                                                   mode: str) -> None:
+    """pytest's faulthandler_timeout arms faulthandler's watchdog thread around each test; a child forked while
+    it was armed waited for the watchdog's lock at its finalization, for ever (aio-libs' suites set it): every
+    test then failed hung@exit."""
+    plugin_env.makeini("[pytest]\nfaulthandler_timeout = 300\n")
+    plugin_env.makepyfile(test_timed="def test_one():\n    pass\n\n\ndef test_two():\n    pass\n")
+    result = plugin_env.runpytest_subprocess("--lifeguard", "--lifeguard-mode", mode, "--lifeguard-timeout",
+                                             pace.deadline_text(10), timeout=INNER_SESSION_TIMEOUT)
+    result.assert_outcomes(passed=2)
