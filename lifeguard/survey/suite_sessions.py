@@ -22,6 +22,8 @@ from lifeguard.survey.suites import TestSuite, pytest_base_args, pytest_command
 
 CHUNK = 250  # tests a pytest session; a session past its time loses one chunk
 _SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S+::\S.*?)(?:\s+-\s+.*)?$")
+# pytest -v's line as each test ends (a session killed at its time limit keeps those): "ID PASSED  [ 10%]".
+_PROGRESS = re.compile(r"^(\S+::\S.*?) (PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)(?: \(.*\))?(?:\s+\[\s*\d+%\])?$")
 
 
 @dataclass(frozen=True)
@@ -75,12 +77,12 @@ def run_sessions(interpreter: Interpreter, suite: TestSuite, tests: list[str], p
             run.lost.append(f"{sum(len(c) for c in chunks[number:])} test(s) not run: the session's time was up")
             break
         report = folder / f"{probe}-{number}"
-        argv = [*pytest_command(interpreter), "-q", "-rA", *pytest_base_args(suite)]
+        argv = [*pytest_command(interpreter), "-rA", *pytest_base_args(suite)]
         if probe == "plain":
-            argv += ["-p", "no:lifeguard"]
+            argv += ["-v", "-p", "no:lifeguard"]
         else:
-            argv += (["-p", "lifeguard.pytest_plugin.hooks"] if load_plugin else []) + [
-                "--lifeguard", "--lifeguard-timeout", f"{timeout:g}", "--lifeguard-report", str(report)]
+            argv += ["-q", *(["-p", "lifeguard.pytest_plugin.hooks"] if load_plugin else []), "--lifeguard",
+                     "--lifeguard-timeout", f"{timeout:g}", "--lifeguard-report", str(report)]
             if probe != EXIT_PROBE:
                 argv += ["--lifeguard-probe", probe]
         argv += chunk
@@ -103,14 +105,20 @@ def run_sessions(interpreter: Interpreter, suite: TestSuite, tests: list[str], p
 
 
 def _plain_outcomes(stdout: str) -> dict[str, TestRun]:
-    """Each test's outcome from pytest's short summary (-rA): one line a test, its node id as collected."""
+    """Each test's outcome from pytest's lines: -v's as each test ends, then the short summary's (-rA), its node
+    id as collected; a failure or an error (a teardown's after a pass) wins over a pass."""
     found: dict[str, TestRun] = {}
     for line in stdout.splitlines():
-        match = _SUMMARY.match(line.strip())
-        if match is not None:
-            outcome, test = match.group(1).lower(), match.group(2)
-            if outcome in ("failed", "error") or test not in found:  # a teardown error after a pass
-                found[test] = TestRun(outcome)
+        summary = _SUMMARY.match(line.strip())
+        progress = None if summary else _PROGRESS.match(line.strip())
+        if summary is not None:
+            outcome, test = summary.group(1).lower(), summary.group(2)
+        elif progress is not None:
+            outcome, test = progress.group(2).lower(), progress.group(1)
+        else:
+            continue
+        if outcome in ("failed", "error") or test not in found:
+            found[test] = TestRun(outcome)
     return found
 
 

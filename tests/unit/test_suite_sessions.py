@@ -1,0 +1,37 @@
+"""How a survey reads each test's outcome from a plain pytest session's output."""
+
+from __future__ import annotations
+
+from lifeguard.survey.suite_sessions import _plain_outcomes
+
+KILLED = """\
+============================= test session starts ==============================
+collecting ... collected 4 items
+
+tests/test_a.py::test_x PASSED                                           [ 25%]
+tests/test_a.py::test_y[a b] FAILED                                      [ 50%]
+tests/test_a.py::test_z SKIPPED (needs a GPU)                            [ 75%]
+"""
+
+FINISHED = KILLED + """\
+tests/test_a.py::test_w PASSED                                           [100%]
+tests/test_a.py::test_w ERROR                                            [100%]
+
+=========================== short test summary info ============================
+PASSED tests/test_a.py::test_x
+FAILED tests/test_a.py::test_y[a b] - AssertionError: assert 1 == 2
+SKIPPED [1] tests/test_a.py:9: needs a GPU
+ERROR tests/test_a.py::test_w - RuntimeError: teardown
+"""
+
+
+def test_a_session_killed_at_its_time_limit_keeps_the_tests_it_finished() -> None:
+    found = {test: run.outcome for test, run in _plain_outcomes(KILLED).items()}
+    assert found == {"tests/test_a.py::test_x": "passed", "tests/test_a.py::test_y[a b]": "failed",
+                     "tests/test_a.py::test_z": "skipped"}
+
+
+def test_a_teardown_error_after_a_pass_is_the_outcome() -> None:
+    found = {test: run.outcome for test, run in _plain_outcomes(FINISHED).items()}
+    assert found["tests/test_a.py::test_w"] == "error"
+    assert found["tests/test_a.py::test_y[a b]"] == "failed"
