@@ -23,6 +23,7 @@ from lifeguard.run.launch import child_path_dir
 from lifeguard.survey.limitations import read_limitations
 from lifeguard.survey.suite_sessions import CHUNK, SessionRun, run_sessions, target_env
 from lifeguard.survey.suite_triage import (
+    UNJUDGED,
     SuiteCandidate,
     check_reproduction,
     group_candidates,
@@ -205,9 +206,11 @@ def _find_suite(request: SuiteRequest, name: str, version: str, work: Path) -> T
 
 def _session_counts(session: SessionRun, asked: int) -> dict[str, Any]:
     runs = session.tests.values()
+    unjudged = [test for test, run in session.tests.items() if run.outcome == UNJUDGED]
     return {"asked": asked, "ran": len(session.tests), "applied": sum(r.probe in ("applied", "failed") for r in runs),
             "not_applied": sum(r.probe == "not applied" for r in runs), "seconds": round(session.seconds, 1),
-            "lost": session.lost}
+            "lost": session.lost + ([f"{len(unjudged)} test(s) lifeguard could not judge (how the run ended is "
+                                     f"unknown: {session.tests[unjudged[0]].reason[:200]})"] if unjudged else [])}
 
 
 def write_suites_json(done: list[SuiteSurvey], request: SuiteRequest) -> Path:

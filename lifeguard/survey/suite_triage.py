@@ -48,9 +48,13 @@ class SuiteCandidate:
     reproduced: tuple[int, int] = (0, 0)  # (runs that failed, runs) of the reproduction alone
 
 
+UNJUDGED = "error"  # a run's outcome when lifeguard could not tell how it ended: no verdict, never a candidate
+
+
 def failed_under_probe(probe: str, plain: TestRun | None, run: TestRun) -> bool:
-    """Did ``probe`` fail a test that passed plainly?"""
-    if plain is None or plain.outcome != "passed":
+    """Did ``probe`` fail a test that passed plainly? A run lifeguard could not judge (its exit status taken by
+    the program's own waitpid, lifeguard's own failure) says nothing either way: its session counts it."""
+    if plain is None or plain.outcome != "passed" or run.outcome == UNJUDGED:
         return False
     if probe == EXIT_PROBE:
         return run.outcome != "passed" and not pytest_failure(run)

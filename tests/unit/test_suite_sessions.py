@@ -1,8 +1,9 @@
-"""How a survey reads each test's outcome from a plain pytest session's output."""
+"""How a survey reads each test's outcome from a plain pytest session's output, and what it makes a candidate of."""
 
 from __future__ import annotations
 
-from lifeguard.survey.suite_sessions import _plain_outcomes
+from lifeguard.survey.suite_sessions import TestRun, _plain_outcomes
+from lifeguard.survey.suite_triage import group_candidates
 
 KILLED = """\
 ============================= test session starts ==============================
@@ -35,3 +36,11 @@ def test_a_teardown_error_after_a_pass_is_the_outcome() -> None:
     found = {test: run.outcome for test, run in _plain_outcomes(FINISHED).items()}
     assert found["tests/test_a.py::test_w"] == "error"
     assert found["tests/test_a.py::test_y[a b]"] == "failed"
+
+
+def test_a_run_lifeguard_could_not_judge_is_never_a_candidate() -> None:
+    plain = {"t.py::test_a": TestRun("passed"), "t.py::test_b": TestRun("passed")}
+    runs = {"t.py::test_a": TestRun("error", "exit", "its exit status was collected by something else"),
+            "t.py::test_b": TestRun("crashed", "exit", "killed by SIGSEGV")}
+    (candidate,) = group_candidates("pkg", "1.0", "exit", plain, runs, [])
+    assert candidate.tests == ["t.py::test_b"] and candidate.failure == "crashed@exit"
