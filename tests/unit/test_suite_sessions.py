@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from lifeguard.survey.suite_sessions import TestRun, _plain_outcomes
+from lifeguard.survey import suite_sessions
+from lifeguard.survey.suite_sessions import _plain_outcomes
 from lifeguard.survey.suite_triage import group_candidates
 
 KILLED = """\
@@ -39,8 +40,9 @@ def test_a_teardown_error_after_a_pass_is_the_outcome() -> None:
 
 
 def test_a_run_lifeguard_could_not_judge_is_never_a_candidate() -> None:
-    plain = {"t.py::test_a": TestRun("passed"), "t.py::test_b": TestRun("passed")}
-    runs = {"t.py::test_a": TestRun("error", "exit", "its exit status was collected by something else"),
-            "t.py::test_b": TestRun("crashed", "exit", "killed by SIGSEGV")}
+    run = suite_sessions.TestRun  # (a name pytest would collect from this module)
+    plain = {"t.py::test_a": run("passed"), "t.py::test_b": run("passed")}
+    runs = {"t.py::test_a": run("error", "exit", "its exit status was collected by something else"),
+            "t.py::test_b": run("crashed", "exit", "killed by SIGSEGV")}
     (candidate,) = group_candidates("pkg", "1.0", "exit", plain, runs, [])
     assert candidate.tests == ["t.py::test_b"] and candidate.failure == "crashed@exit"
