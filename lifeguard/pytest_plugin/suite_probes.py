@@ -83,9 +83,10 @@ class MadeByTest:
         return counted
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, object, object]:
-        """The test function's locals at its (last) return, read by a profile function on this thread."""
-        code = getattr(pyfuncitem.obj, "__code__", None)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        """The test function's locals at its (last) return, read by a profile function on this thread (a
+        function's or a unittest TestCase method's: pytest runs the latter without pytest_pyfunc_call)."""
+        code = getattr(getattr(item, "obj", None), "__code__", None)
         seen: dict[str, Any] = {}
         self.values = {}
         if code is None:

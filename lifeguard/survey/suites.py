@@ -36,7 +36,8 @@ SDIST_SEARCH_DEPTH = 3  # test folders this deep in a source tree (src/package/t
 
 T = TypeVar("T")
 
-# Run in the target: the folders named like TEST_FOLDERS that hold test files, among the distribution's files.
+# Run in the target: the folders named like TEST_FOLDERS that hold test files, among the distribution's files, and
+# the test files outside any such folder.
 _FIND_INSTALLED = r"""
 import importlib.metadata as md, json, sys
 NAMES = @NAMES@
@@ -50,6 +51,8 @@ for path in dist.files or ():
             if part in NAMES:
                 folders.add("/".join(parts[:at + 1]))
                 break
+        else:  # a test module beside the package's own (bitarray/test_bitarray.py)
+            folders.add("/".join(parts))
 print(json.dumps({"version": dist.version, "base": str(dist.locate_file("")), "folders": sorted(folders)}))
 """.replace("@NAMES@", repr(TEST_FOLDERS))
 
@@ -100,7 +103,8 @@ def given_tests(folder: Path, package: str, version: str) -> TestSuite:
 
 
 def _test_folders(root: Path) -> list[Path]:
-    """A source tree's test folders: tests/, test/ at its top, else the outermost ones a few levels down."""
+    """A source tree's test folders: tests/, test/ at its top, else the outermost ones a few levels down, else
+    the test modules beside a package's own (bitarray/test_bitarray.py)."""
     top = [root / name for name in TEST_FOLDERS if _has_tests(root / name)]
     if top:
         return top
@@ -112,7 +116,7 @@ def _test_folders(root: Path) -> list[Path]:
                 found.append(candidate)
         if found:
             return found
-    return []
+    return sorted(path for pattern in ("*/test_*.py", "src/*/test_*.py") for path in root.glob(pattern))
 
 
 def _has_tests(folder: Path) -> bool:
@@ -139,7 +143,11 @@ def _tests_alone(source: Path, folders: list[Path], into: Path) -> Path:
         shutil.rmtree(into)
     into.mkdir(parents=True)
     for folder in folders:
-        shutil.copytree(folder, into / folder.relative_to(source), symlinks=True)
+        if folder.is_file():  # a test module beside the package's own: alone, without the package
+            (into / folder.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(folder, into / folder.relative_to(source))
+        else:
+            shutil.copytree(folder, into / folder.relative_to(source), symlinks=True)
     for name in PYTEST_FILES:
         if (source / name).is_file():
             shutil.copy2(source / name, into / name)

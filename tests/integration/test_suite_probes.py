@@ -320,3 +320,31 @@ def test_a_reproduction_runs_the_tests_before_when_the_test_alone_does_not(tmp_p
     assert script.name.endswith("-after-1.py"), script  # the test alone reproduced in none of its runs
     ran = subprocess.run([real_python(), str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert ran.returncode != 0 and "fork-rerun: the forked child ended with -6" in ran.stdout, ran.stdout + ran.stderr
+
+
+UNITTEST_CASE = '''
+import os
+import unittest
+
+
+class Owned:
+    def __del__(self):
+        if hasattr(self, "_lifeguard_cycle"):  # collected in its own cycle: the probe reached it
+            os._exit(7)
+
+
+class TestOwned(unittest.TestCase):
+    def test_makes_one(self):
+        owned = Owned()
+        self.assertIsNotNone(owned)
+'''
+
+
+def test_the_probes_reach_what_a_unittest_method_made(tmp_path: Path) -> None:
+    (tmp_path / "test_case.py").write_text(UNITTEST_CASE)
+    proc = subprocess.run([real_python(), "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                           "--lifeguard", "--lifeguard-probe", "gc-cycle", "test_case.py"], cwd=tmp_path,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "gc-cycle probe failed: the test passed" in proc.stdout, proc.stdout
+    assert "exited with code 7" in proc.stdout or "exit code 7" in proc.stdout, proc.stdout
