@@ -135,16 +135,16 @@ def read_settings(config: pytest.Config) -> Settings:
             raise ValueError(f"{source}: {mode!r} is not one of {', '.join(MODES)}")
         shard_text, source, _ = _raw_setting(config, "shard")
         part = shard(shard_text, source) if shard_text is not None else None
-        probe = config.getoption("lifeguard_probe", None)
-        if probe is not None and not (guard_all and (mode or GuardMode.GROUP) == GuardMode.GROUP and part is None
-                                      and (runs or 1) == 1):
-            raise ValueError(f"--lifeguard-probe {probe} needs --lifeguard in group mode (the default), without "
-                             "--lifeguard-repeat or --lifeguard-shard")
     except ValueError as exc:
         raise pytest.UsageError(f"lifeguard: {exc}") from None
-    return Settings(timeout=seconds, repeat=runs, report_dir=folder, guard_all=guard_all and not debugger,
-                    mode=GuardMode(mode or GuardMode.GROUP), shard=part, debugger=debugger,
-                    keeper=bool(config.getini("lifeguard_keeper")), probe=probe)
+    settings = Settings(timeout=seconds, repeat=runs, report_dir=folder, guard_all=guard_all and not debugger,
+                        mode=GuardMode(mode or GuardMode.GROUP), shard=part, debugger=debugger,
+                        keeper=bool(config.getini("lifeguard_keeper")),
+                        probe=config.getoption("lifeguard_probe", None))
+    if settings.probe is not None and not settings.in_groups:  # a probe is applied in groups only
+        raise pytest.UsageError(f"lifeguard: --lifeguard-probe {settings.probe} needs --lifeguard in group mode (the "
+                                "default), without --lifeguard-repeat or --lifeguard-shard")
+    return settings
 
 
 def shard_of_test(nodeid: str, part: tuple[int, int] | None) -> tuple[int, int] | None:
