@@ -132,7 +132,7 @@ def apply_probe(kind: str, item: pytest.Item, made: MadeByTest, spawned_before: 
     names = ", ".join(sorted(values))[:200]
     log_line(log_fd, {"probing": item.nodeid, "probe": kind})
     if kind in FORK_PROBES:
-        return _fork(kind, item, values, names, log_fd, relays)
+        return _fork(kind, item, made, values, names, log_fd, relays)
     freed = _collect_in_cycles(values, on_thread=kind == "gc-thread")
     where = "on thread lifeguard-gc" if kind == "gc-thread" else "on the main thread"
     log_line(log_fd, {"probed": item.nodeid, "probe": kind,
@@ -171,7 +171,7 @@ def _collect_in_cycles(values: dict[str, Any], *, on_thread: bool) -> int:
     return freed[0]
 
 
-def _fork(kind: str, item: pytest.Item, values: dict[str, Any], names: str, log_fd: int,
+def _fork(kind: str, item: pytest.Item, made: MadeByTest, values: dict[str, Any], names: str, log_fd: int,
           relays: tuple[int, int]) -> int | None:
     from lifeguard import child
     from lifeguard.child import protocol
@@ -191,7 +191,7 @@ def _fork(kind: str, item: pytest.Item, values: dict[str, Any], names: str, log_
             values.clear()
             gc.collect()
             return 0
-        return _run_again(item, relays[1])
+        return _run_again(item, made, relays[1])
     child.emit(protocol.FORK_CHILD, child=pid)
     pidfd = os.pidfd_open(pid)
     try:
@@ -201,7 +201,7 @@ def _fork(kind: str, item: pytest.Item, values: dict[str, Any], names: str, log_
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     values.clear()
-    if code > 0 and kind == "fork-rerun" and _run_again(item, None) != 0:
+    if code > 0 and kind == "fork-rerun" and _run_again(item, made, None) != 0:
         log_line(log_fd, {"probed": item.nodeid, "probe": kind, "skipped": (
             "run again in this process, without a fork, the test fails too: it cannot run twice in one process "
             "(a parametrized stream read to its end, a one-time setup), so its failure in the forked child "
@@ -230,13 +230,16 @@ def _uncaptured(config: pytest.Config, relays: tuple[int, int]) -> None:
     os.dup2(relays[1], 2)
 
 
-def _run_again(item: pytest.Item, err_fd: int | None) -> int:
+def _run_again(item: pytest.Item, made: MadeByTest, err_fd: int | None) -> int:
     """The test's protocol once more, reported nowhere (its failure written to ``err_fd``, if given): 0 when it
     passed. Only the function's own fixtures are torn down after it (what is set up for later tests stays)."""
     from _pytest.runner import runtestprotocol
 
     # The teardown goes down to the test's parent: its function-scoped fixtures only.
     reports = runtestprotocol(item, log=False, nextitem=cast("pytest.Item", item.parent))
+    # What the second run made dies as its frames end, as in a plain process: kept here, it would outlive the
+    # interpreter's finalization (h5py's file over a BytesIO, closed by HDF5's C atexit, then crashed).
+    made.take()
     failed = [report for report in reports if report.failed]
     if not failed:
         return 0

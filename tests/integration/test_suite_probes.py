@@ -348,3 +348,58 @@ def test_the_probes_reach_what_a_unittest_method_made(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "gc-cycle probe failed: the test passed" in proc.stdout, proc.stdout
     assert "exited with code 7" in proc.stdout or "exit code 7" in proc.stdout, proc.stdout
+
+
+def test_a_reproduction_of_a_unittest_method_drops_what_it_made(tmp_path: Path, builds: dict[str, Path]) -> None:
+    # The script keeps no reference of its own: the object dies in the probe's collection, as it did in the survey.
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_case.py").write_text(UNITTEST_CASE)
+    site = _as_distribution(tmp_path, builds["fixed"])
+    report = tmp_path / "report"
+    proc = run_cli("survey", "--tests", "suite_bugs", "--tests-from", str(suite), "--probe", "gc-cycle",
+                   "--report", str(report), env={"PYTHONPATH": str(site)}, timeout=300)
+    assert proc.returncode == EXIT_UNEXPECTED, proc.stdout + proc.stderr
+    (candidate,) = json.loads((report / "suites.json").read_text())["packages"][0]["candidates"]
+    assert candidate["tests"] == ["test_case.py::TestOwned::test_makes_one"], candidate
+    assert candidate["reproduced"] == [3, 3], candidate
+    ran = subprocess.run([real_python(), candidate["reproduction"]], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
+    assert ran.returncode == 7, ran.stdout + ran.stderr
+    assert "test_makes_one passed; it made: owned" in ran.stdout, ran.stdout
+
+
+OUTLIVES = '''
+import atexit
+import os
+import weakref
+
+ALIVE = weakref.WeakSet()
+
+
+def _check():  # as HDF5's C atexit closes a file that writes through a Python object, after finalization
+    if ALIVE:
+        os.write(2, b"a test's object outlived the test into the interpreter's exit\\n")
+        os._exit(3)
+
+
+atexit.register(_check)
+
+
+class Resource:
+    pass
+
+
+def test_makes_a_resource():
+    resource = Resource()
+    ALIVE.add(resource)
+'''
+
+
+def test_fork_rerun_keeps_nothing_the_second_run_made(tmp_path: Path) -> None:
+    (tmp_path / "test_outlives.py").write_text(OUTLIVES)
+    proc = subprocess.run([real_python(), "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                           "--lifeguard", "--lifeguard-probe", "fork-rerun", "test_outlives.py"], cwd=tmp_path,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout, proc.stdout
