@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from lifeguard.child import crash_park, emit, finalization, protocol
+from lifeguard.child import crash_park, emit, finalization, protocol, unpatched
 
 
 def core_pattern_is_local(pattern: str) -> bool:
@@ -34,7 +34,7 @@ def _local_pattern() -> bool:
         try:
             pattern = os.read(fd, 4096)
         finally:
-            os.close(fd)
+            unpatched.close(fd)
     except OSError:
         return False
     return core_pattern_is_local(pattern.decode(errors="replace"))

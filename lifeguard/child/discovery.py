@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
-from lifeguard.child import protocol
+from lifeguard.child import protocol, unpatched
 
 TYPE_CHECKING = False  # typing itself costs start-up time; mypy knows this name
 if TYPE_CHECKING:
@@ -223,7 +223,7 @@ def _read_request() -> protocol.DiscoveryRequest:
     # Then stdin is empty, as for a run: a file that reads it at import gets EOF, not the request.
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
-    os.close(null)
+    unpatched.close(null)
     request: protocol.DiscoveryRequest = eval(b"".join(chunks).decode(), {"__builtins__": {}}, {})
     return request
 

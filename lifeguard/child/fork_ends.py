@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import struct
 
+from lifeguard.child import unpatched
+
 MAX_HELD = 256  # pidfds held at once; past it, those of ended children are read and closed
 MAX_REPORTED = 64  # abnormal ends kept for the report
 PIDFD_GET_INFO = 0xC040FF0B  # _IOWR(0xFF, 11, struct pidfd_info), its first 64-byte version
@@ -63,7 +65,7 @@ def forget_inherited() -> None:
     """In a forked child: the parent's pidfds are not its own."""
     for pidfd, inode in _held.values():
         if _still_ours(pidfd, inode):
-            os.close(pidfd)
+            unpatched.close(pidfd)
     _held.clear()
     _ended.clear()
 
@@ -98,7 +100,7 @@ def _prune() -> None:
         code = exit_code(pidfd)
         if code is None:
             continue
-        os.close(pidfd)
+        unpatched.close(pidfd)
         del _held[pid]
         if code != 0 and len(_ended) < MAX_REPORTED:
             _ended.append((pid, code))

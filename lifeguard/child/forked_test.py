@@ -31,7 +31,7 @@ import gc
 import os
 import sys
 
-from lifeguard.child import bootstrap, cores, crash_park, emit, joined, protocol
+from lifeguard.child import bootstrap, cores, crash_park, emit, joined, protocol, unpatched
 from lifeguard.child import watchdog as child_watchdog
 
 TYPE_CHECKING = False
@@ -255,7 +255,7 @@ def _register_with(watchdog_fd: int, run_id: str) -> None:
     except OSError:
         pass  # the watchdog is gone: the supervisor still kills the run itself
     finally:
-        os.close(watchdog_fd)
+        unpatched.close(watchdog_fd)
 
 
 def _own_output(out_fd: int, err_fd: int, own_streams: bool) -> None:
@@ -266,8 +266,8 @@ def _own_output(out_fd: int, err_fd: int, own_streams: bool) -> None:
     write to the relays as well."""
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
-    os.close(out_fd)
-    os.close(err_fd)
+    unpatched.close(out_fd)
+    unpatched.close(err_fd)
     import faulthandler
 
     if own_streams:
@@ -282,7 +282,7 @@ def _own_output(out_fd: int, err_fd: int, own_streams: bool) -> None:
     # stream on os.devnull cost every forked test 0.13 ms (48 copy-on-write faults of the io machinery).
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
-    os.close(null)
+    unpatched.close(null)
     faulthandler.enable(file=2, all_threads=True)  # pytest's own handler writes to its terminal
 
 

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from lifeguard import child
-from lifeguard.child import protocol
+from lifeguard.child import protocol, unpatched
 from lifeguard.child.exercise import Exercise, native_thread_count
 from lifeguard.child.fork_schedule import (
     FORK_WINDOW,
@@ -306,7 +306,7 @@ def _wait_child(pid: int, bound: float) -> int:
     try:
         ready = readable([pidfd], bound)
     finally:
-        os.close(pidfd)
+        unpatched.close(pidfd)
     if not ready:
         child.note(f"the forked child {pid} did not finish within {bound:g} s, the probe's deadline for it: "
                    "left as it is for lifeguard to capture")

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from lifeguard.child import unpatched
 from lifeguard.pytest_plugin.suite_probes import MadeByTest, apply_probe, passed
 from lifeguard.pytest_plugin.verdicts import report_entry
 from lifeguard.pytest_plugin.worker_log import log_line
@@ -57,8 +58,8 @@ def group_body(items: list[pytest.Item], log_fd: int, probe: str | None = None) 
         finally:  # what the exit writes (a fatal error, faulthandler's dump) is the run's evidence
             os.dup2(out, 1)
             os.dup2(err, 2)
-            os.close(out)
-            os.close(err)
+            unpatched.close(out)
+            unpatched.close(err)
         return 0
 
     return body

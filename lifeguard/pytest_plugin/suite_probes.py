@@ -34,6 +34,7 @@ from typing import Any, cast
 
 import pytest
 
+from lifeguard.child import unpatched
 from lifeguard.model.survey import FORK_PROBES
 from lifeguard.pytest_plugin.worker_log import log_line
 from lifeguard.run.fork_here import MULTI_THREADED_FORK
@@ -185,7 +186,7 @@ def _fork(kind: str, item: pytest.Item, made: MadeByTest, values: dict[str, Any]
     if pid == 0:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, log_fd)  # the group's log is the parent's alone
-        os.close(null)
+        unpatched.close(null)
         _uncaptured(item.config, relays)
         if kind == "fork-finalize":
             values.clear()
@@ -197,7 +198,7 @@ def _fork(kind: str, item: pytest.Item, made: MadeByTest, values: dict[str, Any]
     try:
         readable([pidfd], None)  # no bound here: the test's deadline is the run's, and the supervisor's
     finally:
-        os.close(pidfd)
+        unpatched.close(pidfd)
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     values.clear()

@@ -403,3 +403,37 @@ def test_fork_rerun_keeps_nothing_the_second_run_made(tmp_path: Path) -> None:
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout, proc.stdout
+
+
+PATCHED_CLOSE = '''
+import os
+
+_close = os.close
+CLOSED = set()
+
+
+def _cooperative_close(fd):  # as gevent's patched os.close once its hub runs: a number it closed is refused
+    if fd in CLOSED:
+        raise OSError(9, "closed before")
+    CLOSED.add(fd)
+    _close(fd)
+
+
+def test_opens_and_closes():
+    os.close = _cooperative_close  # for the rest of the process, as a hub started by a test stays
+    # The lowest numbers, closed here: any descriptor opened after this test has one of them.
+    opened = [os.open(os.devnull, os.O_RDONLY) for _ in range(40)]
+    for fd in opened:
+        os.close(fd)
+    assert len(CLOSED) == 40
+'''
+
+
+@pytest.mark.parametrize("probe", ["fork-rerun", "fork-finalize"])
+def test_a_library_that_patched_os_close_does_not_fail_the_probes(tmp_path: Path, probe: str) -> None:
+    (tmp_path / "test_patched.py").write_text(PATCHED_CLOSE)
+    proc = subprocess.run([real_python(), "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                           "--lifeguard", "--lifeguard-probe", probe, "test_patched.py"], cwd=tmp_path,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout, proc.stdout
