@@ -176,7 +176,6 @@ def _fork(kind: str, item: pytest.Item, made: MadeByTest, values: dict[str, Any]
           relays: tuple[int, int]) -> int | None:
     from lifeguard import child
     from lifeguard.child import protocol
-    from lifeguard.child.readable import readable
 
     if kind == "fork-rerun":  # the objects of the first run are gone before the second, as in a plain process
         values.clear()
@@ -194,12 +193,9 @@ def _fork(kind: str, item: pytest.Item, made: MadeByTest, values: dict[str, Any]
             return 0
         return _run_again(item, made, relays[1])
     child.emit(protocol.FORK_CHILD, child=pid)
-    pidfd = os.pidfd_open(pid)
-    try:
-        readable([pidfd], None)  # no bound here: the test's deadline is the run's, and the supervisor's
-    finally:
-        unpatched.close(pidfd)
-    _, status = os.waitpid(pid, 0)
+    # No bound here: the test's deadline is the run's, and the supervisor's. The interpreter's own waitpid: a
+    # library's (gevent's) would wait in its event loop for news of the child that may never come.
+    _, status = unpatched.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     values.clear()
     if code > 0 and kind == "fork-rerun" and _run_again(item, made, None) != 0:

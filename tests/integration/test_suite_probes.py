@@ -419,8 +419,13 @@ def _cooperative_close(fd):  # as gevent's patched os.close once its hub runs: a
     _close(fd)
 
 
+def _loop_waitpid(pid, options):  # as gevent's: the news of a child comes through its event loop, or never
+    raise ChildProcessError(10, "no news from the event loop")
+
+
 def test_opens_and_closes():
     os.close = _cooperative_close  # for the rest of the process, as a hub started by a test stays
+    os.waitpid = _loop_waitpid
     # The lowest numbers, closed here: any descriptor opened after this test has one of them.
     opened = [os.open(os.devnull, os.O_RDONLY) for _ in range(40)]
     for fd in opened:
@@ -430,7 +435,7 @@ def test_opens_and_closes():
 
 
 @pytest.mark.parametrize("probe", ["fork-rerun", "fork-finalize"])
-def test_a_library_that_patched_os_close_does_not_fail_the_probes(tmp_path: Path, probe: str) -> None:
+def test_a_library_that_patched_os_does_not_fail_the_probes(tmp_path: Path, probe: str) -> None:
     (tmp_path / "test_patched.py").write_text(PATCHED_CLOSE)
     proc = subprocess.run([real_python(), "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
                            "--lifeguard", "--lifeguard-probe", probe, "test_patched.py"], cwd=tmp_path,
