@@ -245,6 +245,9 @@ def suites_table(done: list[SuiteSurvey], probes: tuple[str, ...]) -> str:
             lines.append(f"{item.package}: not surveyed: {item.problem}")
         for why in item.plain_lost:
             lines.append(f"{item.package}: run plainly, {why}")
+        for probe in shown:  # a probe's column counts the tests it ran: say why the others have no outcome
+            for why in item.sessions.get(probe, {}).get("lost", []):
+                lines.append(f"{item.package}: under {probe}, {why}")
         for candidate in item.candidates:
             more = f" and {len(candidate.tests) - 1} more" if len(candidate.tests) > 1 else ""
             lines.append(f"{item.package}: {candidate.verdict}: {candidate.probe} probe, {candidate.failure}: "

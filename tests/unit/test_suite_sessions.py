@@ -46,3 +46,15 @@ def test_a_run_lifeguard_could_not_judge_is_never_a_candidate() -> None:
             "t.py::test_b": run("crashed", "exit", "killed by SIGSEGV")}
     (candidate,) = group_candidates("pkg", "1.0", "exit", plain, runs, [])
     assert candidate.tests == ["t.py::test_b"] and candidate.failure == "crashed@exit"
+
+
+def test_the_table_says_why_tests_of_a_probe_have_no_outcome() -> None:
+    from lifeguard.session.suite_survey import SuiteSurvey, suites_table
+
+    lost = "60 test(s) without an outcome: the session was killed at the survey's time limit (12 s)"
+    surveyed = SuiteSurvey("pkg", "1.0", chosen=70, collected=90, passed_plainly=68, sessions={
+        "exit": {"ran": 68, "applied": 0, "lost": []},
+        "fork-rerun": {"ran": 8, "applied": 8, "lost": [lost]}})
+    table = suites_table([surveyed], ("exit", "fork-rerun"))
+    assert "8 (8)" in table
+    assert f"pkg: under fork-rerun, {lost}" in table.splitlines()
