@@ -13,9 +13,11 @@ import re
 
 from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack
 
-# "Current thread 0x00007f1c2a3b4740 (most recent call first):", "Thread 0x... (...)",
-# or "Stack (most recent call first):" when dumped with all_threads=False.
-_THREAD_HEADER = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+)(?: \(most recent call first\))?:\s*$")
+# "Current thread 0x00007f1c2a3b4740 (most recent call first):", "Thread 0x... (...)", from 3.14 with the
+# thread's name ("Thread 0x... [Thread-3 (hold_] (most recent call first):"), or "Stack (most recent call
+# first):" when dumped with all_threads=False.
+_THREAD_HEADER = re.compile(
+    r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[.*\])?(?: \(most recent call first\))?:\s*$")
 _STACK_HEADER = re.compile(r"^Stack \(most recent call first\):\s*$")
 # '  File "x.py", line 3 in f'; faulthandler writes "???" for an unknown line or file.
 _FILE_LINE = re.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+|\?\?\?) in (?P<function>.*?)\s*$')

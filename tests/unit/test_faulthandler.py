@@ -151,3 +151,15 @@ def test_frame_and_header_lines_parse_alone(line: str) -> None:
     stacks = parse_faulthandler(text)
     assert list(stacks) == [1]
     assert len(stacks[1]) == (1 if line.startswith("  File") else 0)
+
+
+def test_a_header_that_names_its_thread_parses() -> None:
+    # CPython 3.14 names the thread between its id and the rest of the header.
+    dump = ('Thread 0x00007f3d577fe6c0 [Thread-3 (hold_] (most recent call first):\n'
+            '  File "a.py", line 4 in hold\n'
+            '\n'
+            'Current thread 0x00007f066a259200 [python] (most recent call first):\n'
+            '  File "a.py", line 9 in <module>\n')
+    stacks = parse_faulthandler(dump)
+    assert [f.function for f in stacks[0x00007F3D577FE6C0]] == ["hold"]
+    assert [f.function for f in stacks[0x00007F066A259200]] == ["<module>"]
