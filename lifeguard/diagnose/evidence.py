@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Event, RunResult, StderrLine, ThreadRef
-from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack
+from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack, base_function
 
 # Native functions a thread sits in while it blocks (libc spellings vary by version).
 WAIT_FUNCTIONS = (
@@ -80,7 +80,7 @@ def matches(function: str | None, names: tuple[str, ...]) -> bool:
     """Does a native frame's function name match one of ``names`` (ignoring libc alias prefixes)?"""
     if not function:
         return False
-    bare = function.split("(")[0].strip()
+    bare = base_function(function.split("(")[0].strip())
     for name in names:
         if bare.lstrip("_") == name.lstrip("_"):
             return True
@@ -92,7 +92,7 @@ def matches(function: str | None, names: tuple[str, ...]) -> bool:
 def is_waiting(frame: Frame) -> bool:
     """Is this native frame one a thread sits in while it blocks (a prefix of WAIT_FUNCTIONS,
     so libc's versioned spellings count)?"""
-    name = (frame.function or "").lstrip("_")
+    name = base_function(frame.function or "").lstrip("_")
     return not frame.is_python and bool(name) and any(name.startswith(w.lstrip("_")) for w in WAIT_FUNCTIONS)
 
 

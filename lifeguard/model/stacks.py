@@ -24,6 +24,14 @@ from lifeguard.model.kernel import KernelState
 from lifeguard.model.signals import SignalInfo
 
 EVAL_FRAME_FUNCTION = "_PyEval_EvalFrameDefault"
+# GCC's names for the parts and clones of one function (split cold code, link-time and IPA clones), as
+# distribution builds show them: _PyEval_EvalFrameDefault.cold, take_gil.lto_priv.0, f.constprop.0.isra.0.
+_CLONE_SUFFIX = re.compile(r"(?:\.(?:cold|lto_priv|constprop|isra|part|localalias|clone)(?:\.\d+)?)+$")
+
+
+def base_function(name: str) -> str:
+    """The function a compiler's part or clone belongs to (``take_gil.lto_priv.0``: ``take_gil``)."""
+    return _CLONE_SUFFIX.sub("", name)
 _PYTHON_EXECUTABLE = re.compile(r"python[\d.]*[a-z]*")
 # Python source of the harness, not of the program (a forked test carries the whole pytest call chain under
 # its body; a replay under gdb runs the bootstrap as a script): findings, terminal and report.html ask this.
@@ -111,7 +119,7 @@ class Frame:
     @property
     def is_eval_frame(self) -> bool:
         """The native frame of CPython's bytecode loop (it runs one or more Python frames)."""
-        return not self.is_python and self.function == EVAL_FRAME_FUNCTION
+        return not self.is_python and base_function(self.function or "") == EVAL_FRAME_FUNCTION
 
     def __str__(self) -> str:
         where = ""
@@ -272,7 +280,7 @@ def infer_gil(
     (``gil_locked`` and the holder's pthread_t, read by gdb from ``last_holder``);
     without those the answer is None rather than a guess.
     """
-    if any(not f.is_python and f.function in GIL_ACQUIRE_FUNCTIONS for f in frames):
+    if any(not f.is_python and base_function(f.function or "") in GIL_ACQUIRE_FUNCTIONS for f in frames):
         return GIL_WAITING
     if gil_locked is None:
         return None
@@ -348,6 +356,6 @@ def processes_from_json(data: Iterable[Mapping[str, Any]]) -> list[ProcessStacks
 
 __all__ = [
     "EVAL_FRAME_FUNCTION", "GIL_ACQUIRE_FUNCTIONS", "GIL_HELD", "GIL_RELEASED", "GIL_STATES", "GIL_WAITING",
-    "Frame", "ProcessStacks", "ThreadStack", "infer_gil", "processes_from_json",
+    "Frame", "ProcessStacks", "ThreadStack", "base_function", "infer_gil", "processes_from_json",
     "processes_to_json", "render_text", "is_harness_file", "is_user_file",
 ]

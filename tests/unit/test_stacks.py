@@ -87,3 +87,18 @@ def test_every_report_heads_a_thread_alike() -> None:
     assert f"  {thread.title(pthread=True)}\n" in render_text([process])
     assert view_title(thread, None) == title
     assert page_title(thread, process) == title
+
+
+def test_a_compilers_part_or_clone_counts_as_its_function() -> None:
+    # Distribution builds of CPython 3.14 show these in native stacks.
+    from lifeguard.diagnose.evidence import is_waiting, matches
+    from lifeguard.model.stacks import GIL_WAITING, base_function, infer_gil
+
+    assert base_function("_PyEval_EvalFrameDefault.cold") == "_PyEval_EvalFrameDefault"
+    assert base_function("take_gil.lto_priv.0") == "take_gil"
+    assert base_function("drop_gil.constprop.0.isra.0") == "drop_gil"
+    assert base_function("ns::f(int) const") == "ns::f(int) const"
+    assert Frame(function="_PyEval_EvalFrameDefault.cold").is_eval_frame
+    assert matches("take_gil.lto_priv.0", ("take_gil",))
+    assert infer_gil([Frame(function="take_gil.lto_priv.0")], None, None, None) == GIL_WAITING
+    assert is_waiting(Frame(function="__new_sem_wait_slow64.constprop.0"))
