@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -139,7 +139,8 @@ def failed_subtests(config: pytest.Config) -> dict[str, int]:
     except ImportError:
         return {}
     found = config.stash.get(failed_subtests_key, None)
-    return found if found is not None else {}
+    # pytest's own mapping (its keys NodeId, a str), which the callers update: never a copy.
+    return cast("dict[str, int]", found) if found is not None else {}
 
 
 def pytests_own_failure(summaries: Sequence[SeriesSummary]) -> ForkedTestFailure | None:
