@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import shutil
 import signal
 import sys
@@ -253,9 +254,12 @@ def test_collections_on_the_crashing_thread_are_evidence_only_if_something_ties_
     kinds = [f["kind"] for f in run["findings"]]
     if said:
         assert kinds[0] == "wrong-thread-gc", run["findings"]
-        # 50 collections freed a cycle each; the child records 20 of them.
-        assert "at least 20 garbage collection(s) on non-main thread(s) freed at least 20 object(s) before SIGSEGV" \
-            in run["findings"][0]["summary"], run["findings"][0]["summary"]
+        # 50 collections freed a cycle each; the child records 20 of them (what a cycle counts as varies with
+        # the version: 20 objects up to 3.13, 30 on 3.14).
+        summary = run["findings"][0]["summary"]
+        freed = re.search(r"at least 20 garbage collection\(s\) on non-main thread\(s\) freed at least (\d+) "
+                          r"object\(s\) before SIGSEGV", summary)
+        assert freed is not None and int(freed.group(1)) >= 20, summary
     else:
         # Collections that freed nothing ran no destructor there; ones that freed objects are not tied to the
         # crash by anything (threads that allocate collect all the time): the crash is explained by its stack.

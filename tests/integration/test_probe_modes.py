@@ -109,7 +109,8 @@ def test_each_mode_finds_its_bug_in_its_phase_and_hangs_end_early(tmp_path: Path
     code, runs, output = _probe(tmp_path, builds["buggy"], "exercise", MODES, timeout)
     assert code == EXIT_UNEXPECTED, output
     assert {mode: (run["outcome"], run["phase"]) for mode, run in runs.items()} == BUGGY, output
-    assert runs["exit"]["signal_name"] == "SIGABRT" and "release_callbacks" in output, output
+    # The late Py_DECREF aborts in CPython's checks up to 3.13; 3.14 crashes reading the thread state it has not.
+    assert runs["exit"]["signal_name"] in ("SIGABRT", "SIGSEGV") and "release_callbacks" in output, output
     for mode, function in HUNG_CULPRITS.items():
         run = runs[mode]
         # Ended by the early detection, before even the forked child's own deadline: never at the run's.
