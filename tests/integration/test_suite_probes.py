@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -163,6 +163,14 @@ def test_survey_tests_usage_errors(tmp_path: Path, args: list[str], said: str) -
     assert said in proc.stderr, proc.stderr
 
 
+def _probed(folder: Path, probe: str, *args: str,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """pytest --lifeguard --lifeguard-probe PROBE ARGS in ``folder``, bounded."""
+    return subprocess.run([real_python(), "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                           "--lifeguard", "--lifeguard-probe", probe, *args], cwd=folder, env=env,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+
+
 SHARED = '''
 import os
 
@@ -198,9 +206,7 @@ def test_only_what_the_test_alone_holds_joins_the_cycle(tmp_path: Path, probe: s
     (tmp_path / "test_shared.py").write_text(SHARED)
     marker = tmp_path / "marker.txt"
     env = {**os.environ, "CYCLE_MARKER": str(marker)}
-    proc = subprocess.run([real_python(), "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-                           "--lifeguard", "--lifeguard-probe", probe, "test_shared.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    proc = _probed(tmp_path, probe, "test_shared.py", env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "3 passed" in proc.stdout, proc.stdout
     assert marker.read_text() == "collected in its cycle\n"  # the fresh one, once; never the cached one
@@ -253,10 +259,7 @@ def test_reads_its_output(capsys):
 def test_fork_rerun_tells_a_test_that_cannot_run_twice_from_a_fork(tmp_path: Path) -> None:
     (tmp_path / "test_rerun.py").write_text(RERUN)
     report = tmp_path / "report"
-    proc = subprocess.run([real_python(), "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-                           "--lifeguard", "--lifeguard-probe", "fork-rerun", "--lifeguard-report", str(report),
-                           "test_rerun.py"], cwd=tmp_path, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                          timeout=120)
+    proc = _probed(tmp_path, "fork-rerun", "--lifeguard-report", str(report), "test_rerun.py")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     runs = {run["scenario"].removeprefix("test_rerun.py::"): run for run in load_report(report)["runs"]}
     stream = runs["test_reads_its_stream[stream0]"]
@@ -303,17 +306,23 @@ def test_after_it():
 '''
 
 
-def test_a_reproduction_runs_the_tests_before_when_the_test_alone_does_not(tmp_path: Path,
-                                                                          builds: dict[str, Path]) -> None:
+def _only_candidate(tmp_path: Path, builds: dict[str, Path], name: str, text: str, probe: str) -> dict[str, Any]:
+    """The one candidate of a survey, under ``probe``, of a suite of one file (``name``: ``text``)."""
     suite = tmp_path / "suite"
     suite.mkdir()
-    (suite / "test_earlier.py").write_text(EARLIER)
+    (suite / name).write_text(text)
     site = _as_distribution(tmp_path, builds["fixed"])
     report = tmp_path / "report"
-    proc = run_cli("survey", "--tests", "suite_bugs", "--tests-from", str(suite), "--probe", "fork-rerun",
+    proc = run_cli("survey", "--tests", "suite_bugs", "--tests-from", str(suite), "--probe", probe,
                    "--report", str(report), env={"PYTHONPATH": str(site)}, timeout=300)
     assert proc.returncode == EXIT_UNEXPECTED, proc.stdout + proc.stderr
     (candidate,) = json.loads((report / "suites.json").read_text())["packages"][0]["candidates"]
+    return cast("dict[str, Any]", candidate)
+
+
+def test_a_reproduction_runs_the_tests_before_when_the_test_alone_does_not(tmp_path: Path,
+                                                                          builds: dict[str, Path]) -> None:
+    candidate = _only_candidate(tmp_path, builds, "test_earlier.py", EARLIER, "fork-rerun")
     assert candidate["tests"] == ["test_earlier.py::test_after_it"], candidate
     assert candidate["reproduced"] == [3, 3], candidate
     script = Path(candidate["reproduction"])
@@ -342,9 +351,7 @@ class TestOwned(unittest.TestCase):
 
 def test_the_probes_reach_what_a_unittest_method_made(tmp_path: Path) -> None:
     (tmp_path / "test_case.py").write_text(UNITTEST_CASE)
-    proc = subprocess.run([real_python(), "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-                           "--lifeguard", "--lifeguard-probe", "gc-cycle", "test_case.py"], cwd=tmp_path,
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    proc = _probed(tmp_path, "gc-cycle", "test_case.py")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "gc-cycle probe failed: the test passed" in proc.stdout, proc.stdout
     assert "exited with code 7" in proc.stdout or "exit code 7" in proc.stdout, proc.stdout
@@ -352,15 +359,7 @@ def test_the_probes_reach_what_a_unittest_method_made(tmp_path: Path) -> None:
 
 def test_a_reproduction_of_a_unittest_method_drops_what_it_made(tmp_path: Path, builds: dict[str, Path]) -> None:
     # The script keeps no reference of its own: the object dies in the probe's collection, as it did in the survey.
-    suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "test_case.py").write_text(UNITTEST_CASE)
-    site = _as_distribution(tmp_path, builds["fixed"])
-    report = tmp_path / "report"
-    proc = run_cli("survey", "--tests", "suite_bugs", "--tests-from", str(suite), "--probe", "gc-cycle",
-                   "--report", str(report), env={"PYTHONPATH": str(site)}, timeout=300)
-    assert proc.returncode == EXIT_UNEXPECTED, proc.stdout + proc.stderr
-    (candidate,) = json.loads((report / "suites.json").read_text())["packages"][0]["candidates"]
+    candidate = _only_candidate(tmp_path, builds, "test_case.py", UNITTEST_CASE, "gc-cycle")
     assert candidate["tests"] == ["test_case.py::TestOwned::test_makes_one"], candidate
     assert candidate["reproduced"] == [3, 3], candidate
     ran = subprocess.run([real_python(), candidate["reproduction"]], capture_output=True, text=True, timeout=120,
@@ -398,9 +397,7 @@ def test_makes_a_resource():
 
 def test_fork_rerun_keeps_nothing_the_second_run_made(tmp_path: Path) -> None:
     (tmp_path / "test_outlives.py").write_text(OUTLIVES)
-    proc = subprocess.run([real_python(), "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-                           "--lifeguard", "--lifeguard-probe", "fork-rerun", "test_outlives.py"], cwd=tmp_path,
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    proc = _probed(tmp_path, "fork-rerun", "test_outlives.py")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout, proc.stdout
 
@@ -437,8 +434,6 @@ def test_opens_and_closes():
 @pytest.mark.parametrize("probe", ["fork-rerun", "fork-finalize"])
 def test_a_library_that_patched_os_does_not_fail_the_probes(tmp_path: Path, probe: str) -> None:
     (tmp_path / "test_patched.py").write_text(PATCHED_CLOSE)
-    proc = subprocess.run([real_python(), "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-                           "--lifeguard", "--lifeguard-probe", probe, "test_patched.py"], cwd=tmp_path,
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    proc = _probed(tmp_path, probe, "test_patched.py")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout, proc.stdout
