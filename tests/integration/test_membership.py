@@ -322,6 +322,8 @@ def test_a_lifeguard_in_another_pid_namespace_leaves_a_live_sessions_runs_alone(
         inside = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "lifeguard",
                                  "run", "--no-native", "-c", "pass"], capture_output=True, text=True, timeout=120,
                                 env=dict(os.environ, LIFEGUARD_MEMBERSHIP="cgroup"), check=False)
+        if "cannot change root filesystem propagation" in inside.stderr:  # a chroot: "/" is no mount point
+            pytest.skip("unshare --mount-proc cannot make / private here (a chroot): " + inside.stderr.strip())
         assert inside.returncode == 0, inside.stdout + inside.stderr
     finally:
         go.touch()
