@@ -90,13 +90,16 @@ def keeps(config: pytest.Config) -> bool:
 
 
 def _pytest_is_the_program() -> bool:
-    """pytest runs as a command (its console_main: the process ends with the session), not as pytest.main() in
+    """pytest runs as a command (its console entry: the process ends with the session), not as pytest.main() in
     a program that goes on after it: the keeper ends its process with the worker's status."""
-    from _pytest.config import console_main
+    import _pytest.config
 
+    # console_main up to pytest 9.0; from 9.1 the command runs _console_main (console_main, deprecated, wraps it).
+    entries = {entry.__code__ for entry in (getattr(_pytest.config, name, None)
+                                            for name in ("_console_main", "console_main")) if entry is not None}
     frame = sys._getframe()
     while frame is not None:
-        if frame.f_code is console_main.__code__:
+        if frame.f_code in entries:
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False
