@@ -55,6 +55,7 @@ from lifeguard.pytest_plugin.verdicts import (
     failure_text,
     interpreter,
     properties_of,
+    subtests_key,
 )
 from lifeguard.pytest_plugin.worker_log import TestPhase, WorkerLog, report_from_log
 from lifeguard.run.fork_here import run_in_fork
@@ -282,8 +283,8 @@ class GroupRunner:
             scenario = scenario_for(item, self.timeouts.get(item.nodeid, DEFAULT_TIMEOUT), 1)
             self.record.add(scenario, [_own_run(settled.group, scenario.name, scenario.replay or "", reports)])
         if settled.failed_subtests:
-            counts = failed_subtests(config)
-            counts[item.nodeid] = max(counts.get(item.nodeid, 0), settled.failed_subtests)
+            counts, key = failed_subtests(config), subtests_key(item)
+            counts[key] = max(counts.get(key, 0), settled.failed_subtests)
         capture = config.pluginmanager.getplugin("capturemanager")
         hook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
         with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext(), \

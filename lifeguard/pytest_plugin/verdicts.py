@@ -77,7 +77,7 @@ def report_entry(config: pytest.Config, report: pytest.TestReport) -> dict[str, 
     data = config.hook.pytest_report_to_serializable(config=config, report=report)
     if data is None:
         return None
-    return {"report": data, "failed_subtests": failed_subtests(config).get(report.nodeid, 0)}
+    return {"report": data, "failed_subtests": failed_subtests(config).get(subtests_key(report), 0)}
 
 
 def ship_logged_reports(item: pytest.Item, path: Path) -> None:
@@ -126,21 +126,26 @@ def replay_logged_reports(item: pytest.Item, path: Path, *, failed_only: bool = 
             continue
         if report is None or (failed_only and not report.failed):
             continue
-        counts = failed_subtests(config)
-        counts[item.nodeid] = max(counts.get(item.nodeid, 0), failed)
+        counts, key = failed_subtests(config), subtests_key(item)
+        counts[key] = max(counts.get(key, 0), failed)
         with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
             item.ihook.pytest_runtest_logreport(report=report)
 
 
-def failed_subtests(config: pytest.Config) -> dict[str, int]:
-    """pytest's count of each test's failed subtests (pytest >= 9 fails a test that has some), else {}."""
+def failed_subtests(config: pytest.Config) -> dict[Any, int]:
+    """pytest's count of each test's failed subtests (pytest >= 9 fails a test that has some), else {}: its own
+    mapping, which the callers update (never a copy), keyed by subtests_key."""
     try:
         from _pytest.subtests import failed_subtests_key
     except ImportError:
         return {}
     found = config.stash.get(failed_subtests_key, None)
-    # pytest's own mapping (its keys NodeId, a str), which the callers update: never a copy.
-    return cast("dict[str, int]", found) if found is not None else {}
+    return cast("dict[Any, int]", found) if found is not None else {}
+
+
+def subtests_key(node: pytest.Item | pytest.TestReport) -> Any:
+    """A test's key in failed_subtests: its structured id from pytest 9.2 (a NodeId, no str), else its nodeid."""
+    return getattr(node, "id", None) or node.nodeid
 
 
 def pytests_own_failure(summaries: Sequence[SeriesSummary]) -> ForkedTestFailure | None:
