@@ -32,6 +32,8 @@ _CLONE_SUFFIX = re.compile(r"(?:\.(?:cold|lto_priv|constprop|isra|part|localalia
 def base_function(name: str) -> str:
     """The function a compiler's part or clone belongs to (``take_gil.lto_priv.0``: ``take_gil``)."""
     return _CLONE_SUFFIX.sub("", name)
+
+
 _PYTHON_EXECUTABLE = re.compile(r"python[\d.]*[a-z]*")
 # Python source of the harness, not of the program (a forked test carries the whole pytest call chain under
 # its body; a replay under gdb runs the bootstrap as a script): findings, terminal and report.html ask this.
