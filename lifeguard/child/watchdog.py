@@ -31,10 +31,28 @@ KILL_ROUNDS = 50
 ROUND_PAUSE = 0.01
 
 
+def populated(folder: str) -> bool | None:
+    """Does a live process remain in the cgroup folder or below it (v2's ``cgroup.events``; an exited
+    process that is not yet reaped counts no more)? None where the file is not there (v1) or unreadable."""
+    try:
+        with open(os.path.join(folder, "cgroup.events"), "rb") as f:
+            for line in f.read().splitlines():
+                if line.startswith(b"populated "):
+                    return line != b"populated 0"
+    except OSError:
+        pass
+    return None
+
+
 def folder_members(folder: str) -> list[int]:
-    """Every process in a cgroup folder and the folders below it (also the supervisor's reading)."""
+    """Every process in a cgroup folder and the folders below it (also the supervisor's reading). A folder
+    that v2 says holds no live process is not listed: a passed run's end looks at one file, not at every
+    control file of its folder."""
     pids: list[int] = []
-    for path, _, _ in os.walk(folder):
+    for path, below, _ in os.walk(folder):
+        if populated(path) is False:
+            below.clear()
+            continue
         try:
             with open(os.path.join(path, "cgroup.procs")) as f:
                 # 0: a member this PID namespace cannot see (never a pid to signal: kill(0) is our own group)

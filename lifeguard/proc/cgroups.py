@@ -152,6 +152,14 @@ class CgroupFolder:
 
     def remove(self) -> bool:
         """Remove the folder (and any the run made below it); False while a member is still exiting."""
+        try:
+            os.rmdir(self.path)  # the usual case: no folder below it
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            if exc.errno not in (errno.EBUSY, errno.ENOTEMPTY):
+                raise
         for folder, _, _ in sorted(os.walk(self.path), key=lambda item: -len(item[0])):
             try:
                 os.rmdir(folder)

@@ -97,6 +97,7 @@ class CgroupMembership:
         self.run_id = run_id
         self.session = session
         self.live_run = live_run  # the live run of this session with that id, if any
+        self.helpers: Callable[[], Collection[int]] = tuple  # children the supervisor started for itself
 
     def join_file(self) -> Path | None:
         return self.folder.procs_file
@@ -134,7 +135,8 @@ class CgroupMembership:
         if not self.run_id:
             return []
         elsewhere = set(children_of(os.getpid())) | set(self.session.members() if self.session is not None else ())
-        return [p for p in sorted(elsewhere - here) if p > 1 and alive(p) and has_marker(p, self.run_id)]
+        candidates = elsewhere - here - set(self.helpers())  # the fork-server's environment is never read
+        return [p for p in sorted(candidates) if p > 1 and alive(p) and has_marker(p, self.run_id)]
 
     def _return_strays(self) -> None:
         """Processes of another live run moved into this folder go back to that run's folder, for its own end

@@ -113,6 +113,7 @@ class SessionCgroupRun(CgroupMembership):
     def __init__(self, folder: cgroups.CgroupFolder, run_id: str, owner: Containment) -> None:
         super().__init__(folder, run_id, owner.session, owner.cgroup_runs.get)
         self.owner = owner
+        self.helpers = lambda: owner.spawned
         with owner._lock:
             owner.cgroup_runs[run_id] = self
 
