@@ -26,7 +26,17 @@ def core_pattern_is_local(pattern: str) -> bool:
     return bool(pattern) and not pattern.startswith("|") and "/" not in pattern
 
 
-def _local_pattern() -> bool:
+_local: list[bool] = []  # the pattern's reading, once a process (a fork-server's children inherit it)
+
+
+def pattern_is_local() -> bool:
+    """Does the kernel write cores in the working directory? Read once a process."""
+    if not _local:
+        _local.append(_read_pattern())
+    return _local[0]
+
+
+def _read_pattern() -> bool:
     # Read at the descriptor: a text file object's io machinery cost every forked test's exit about 40
     # copy-on-write faults.
     try:
@@ -47,7 +57,7 @@ def allow_core_dumps() -> bool:
     """Raise RLIMIT_CORE to the hard limit, if cores land in the working directory (else they would be
     written elsewhere, or piped to a handler). Done here rather than in a preexec_fn: that would make the
     supervisor's spawn unsafe with several worker threads, and slower for every run."""
-    return _local_pattern() and _raise_core_limit()
+    return pattern_is_local() and _raise_core_limit()
 
 
 def cores_in_run_folder(run_dir: str, local: bool | None = None) -> None:
@@ -90,7 +100,7 @@ def at_finalization(run_dir: str, *, cores: bool, body_end: bool) -> None:
     # run's process must take as long as the same program's without lifeguard, or a thread racing it (a native
     # thread calling into Python as the interpreter finalizes) loses races it would win (benchmarks/fidelity.py:
     # half a millisecond here, on every exit).
-    local = _local_pattern() if cores else False
+    local = pattern_is_local() if cores else False
     if local:
         import resource  # noqa: F401  (loaded for _raise_core_limit)
 

@@ -109,7 +109,10 @@ def serve(fd: int) -> None:
     import gc
 
     from lifeguard import child  # noqa: F401  (warm: imported once, shared by every run)
-    from lifeguard.child import bootstrap  # noqa: F401  (warm: imported once, shared by every run)
+    from lifeguard.child import bootstrap, cores  # noqa: F401  (warm: imported once, shared by every run)
+
+    if cores.pattern_is_local():  # read once here, and the module that turns cores on loaded, for every run
+        import resource  # noqa: F401
 
     gc.collect()
     if hasattr(gc, "freeze"):
