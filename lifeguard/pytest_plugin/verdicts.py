@@ -15,6 +15,7 @@ from lifeguard.interpreter import Interpreter, resolve
 from lifeguard.model.outcomes import Outcome, Phase, Verdict
 from lifeguard.model.result import RunResult, SeriesSummary, counts_text, series_label
 from lifeguard.pytest_plugin.assertions import outcome_text
+from lifeguard.pytest_plugin.worker_log import report_from_log
 from lifeguard.report.junit import series_properties, worth_properties
 from lifeguard.report.text import evidence_text, summary_line
 
@@ -120,7 +121,7 @@ def replay_logged_reports(item: pytest.Item, path: Path, *, failed_only: bool = 
     for line in path.read_text(errors="replace").splitlines()[:MAX_LOGGED_REPORTS]:
         try:
             logged = json.loads(line)
-            report = config.hook.pytest_report_from_serializable(config=config, data=logged["report"])
+            report = report_from_log(config, logged["report"])
             failed = int(logged.get("failed_subtests", 0))
         except Exception:  # a line the child could not finish, or a report this pytest cannot read
             continue

@@ -6,6 +6,7 @@ it raised, its end. Read back as a WorkerLog, written at once line by line to an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -92,8 +93,13 @@ def log_line(fd: int, entry: dict[str, Any]) -> None:
 
 def report_from_log(config: pytest.Config, data: dict[str, Any]) -> Any:
     """A report a log line holds, as pytest made it: JSON has no tuples, and a skip's ``longrepr`` is one
-    (path, line, reason)."""
+    (path, line, reason); a subtest's parameters are the text its child showed (pytest 9.1+ makes them text with
+    saferepr, and again when it reads them back: ``i='3'`` where plain pytest says ``i=3``)."""
     report = config.hook.pytest_report_from_serializable(config=config, data=data)
     if report is not None and isinstance(getattr(report, "longrepr", None), list):
         report.longrepr = tuple(report.longrepr)
+    context, shipped = getattr(report, "context", None), data.get("_subtest.context")
+    if isinstance(shipped, dict) and isinstance(shipped.get("kwargs"), dict) and context is not None:
+        with contextlib.suppress(AttributeError, TypeError):
+            object.__setattr__(context, "kwargs", dict(shipped["kwargs"]))  # a frozen dataclass of pytest's
     return report
