@@ -31,6 +31,10 @@ def own_process_group() -> None:
 
 
 def wait_for_cgroup() -> None:
+    """Until the supervisor has moved this process into the run's cgroup. One started without a death signal
+    (protocol.SUPERVISOR_ENV) ends here if the supervisor is gone first: out of the folder, no watchdog would
+    kill it."""
+    supervisor = os.environ.pop(protocol.SUPERVISOR_ENV, "")
     wanted = os.environ.get(protocol.CGROUP_ENV)
     if not wanted:
         return
@@ -46,6 +50,8 @@ def wait_for_cgroup() -> None:
                         return
         except OSError:
             return  # no /proc: nothing to wait for
+        if supervisor and os.getppid() != int(supervisor):
+            os._exit(1)
         if time.monotonic() > deadline:
             return
         time.sleep(pause)

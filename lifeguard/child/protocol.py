@@ -35,6 +35,11 @@ ATTACH_ENV = "LIFEGUARD_ATTACH"
 # /proc/self/cgroup names it, "" for the unified hierarchy): the bootstrap and the attach hook wait for it.
 CGROUP_ENV = "LIFEGUARD_CGROUP"
 
+# The supervisor's pid, where it started the process with no step between fork and exec (no death signal asked
+# for before exec: that step makes every spawn fork the supervisor whole). Until the process is in its cgroup,
+# where the watchdog guards it, it ends itself if the supervisor is gone (child.joined.wait_for_cgroup).
+SUPERVISOR_ENV = "LIFEGUARD_SUPERVISOR"
+
 # --- environment variables the supervisor reads ------------------------------------------------------
 # How runs' processes are tracked: "auto" (a cgroup where one is writable, else the subreaper), "cgroup" or
 # "subreaper" (forced: the fallback's own tests, or a machine whose cgroups misbehave).

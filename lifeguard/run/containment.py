@@ -12,12 +12,13 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 from lifeguard.child.joined import own_process_group
-from lifeguard.child.protocol import MEMBERSHIP_ENV
+from lifeguard.child.protocol import MEMBERSHIP_ENV, SUPERVISOR_ENV
 from lifeguard.proc import cgroups
 from lifeguard.proc.membership import (
     SUBREAPER,
@@ -160,12 +161,22 @@ def containment() -> Containment:
         return _containment
 
 
-def spawn(argv: list[str], join: Path | None, *, parent_death: bool = True, **popen: Any) -> subprocess.Popen[bytes]:
+def spawn(argv: list[str], join: Path | None, *, parent_death: bool = True, waits_for_cgroup: bool = False,
+          **popen: Any) -> subprocess.Popen[bytes]:
     """Popen a process that joins the cgroup of ``join`` (its ``cgroup.procs``) before exec, leads a process
     group of its own in our session (child.joined.own_process_group) and, with ``parent_death``, asks to be
     killed with the thread that started it. A run's main process is started by the thread that supervises it
     to its end, so that signal (which follows the creating *thread*, prctl(2)) fires only when the supervision
-    is gone; the fork-server outlives the worker thread that started it."""
+    is gone; the fork-server outlives the worker thread that started it.
+
+    ``waits_for_cgroup``: the process is lifeguard's bootstrap, to be moved into a run's cgroup (the
+    watchdog's to kill from then on); it ends itself if the supervisor dies before that (protocol's
+    SUPERVISOR_ENV). No death signal is then asked for, no Python step runs between fork and exec, and the
+    spawn is a vfork, not a fork of the whole supervisor (3.11+: Popen's process_group)."""
+    if waits_for_cgroup and join is None and sys.version_info >= (3, 11):
+        env = popen.pop("env", None)
+        env = dict(os.environ if env is None else env, **{SUPERVISOR_ENV: str(os.getpid())})
+        return subprocess.Popen(argv, process_group=0, env=env, **popen)
     prctl, death_signal = libc().prctl, int(signal.SIGKILL)  # looked up before the fork
     fd = os.open(join, os.O_WRONLY | os.O_CLOEXEC) if join is not None else -1
 

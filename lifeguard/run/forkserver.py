@@ -195,7 +195,7 @@ class ForkServers:
     def run(self, spec: RunSpec, *, cancel: threading.Event | None = None,
             capture_hooks: tuple[CaptureHook, ...] = (), live: LiveOutput | None = None) -> RunResult:
         files, events_fd = RunFiles.create(spec.run_dir)
-        relays = Relays(spec, files.stdout, files.stderr, DEFAULT_OUTPUT_CAP, live)
+        relays = Relays(spec, files.stdout, files.stderr, DEFAULT_OUTPUT_CAP, live, pump_now=False)
         run_id = os.urandom(16).hex()
         membership = containment().for_run(run_id)
         started = time.monotonic()

@@ -11,6 +11,7 @@ evidence completed by explain.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import threading
@@ -182,7 +183,7 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
         if result is not None:
             return result
     files, events_fd = RunFiles.create(spec.run_dir)
-    relays = Relays(spec, files.stdout, files.stderr, output_cap, live)
+    relays = Relays(spec, files.stdout, files.stderr, output_cap, live, pump_now=False)
     out_fd, err_fd = relays.child_ends
     run_id = os.urandom(16).hex()
     env = dict(os.environ)
@@ -195,17 +196,24 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
     # A Python child waits for its cgroup before running anything of the run's (child.joined), so it is moved
     # while its interpreter starts; any other program is made a member before exec (it may fork at once).
     later = spec.kind is not RunKind.COMMAND or starts_python(argv[0], env)
+    bootstrap_in_cgroup = spec.kind is not RunKind.COMMAND and membership.join_file() is not None
     started = time.monotonic()
     with starting(membership, relays, events_fd):
         try:
             proc = spawn(
-                argv, None if later else membership.join_file(), cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL,
-                stdout=out_fd, stderr=err_fd, pass_fds=(events_fd,),
+                argv, None if later else membership.join_file(), waits_for_cgroup=bootstrap_in_cgroup,
+                cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=err_fd, pass_fds=(events_fd,),
             )
         except OSError as exc:  # a command that is not there, not executable, or a folder that went away
             raise UsageError(f"cannot start {argv[0]!r} in {spec.cwd}: {exc.strerror or exc}") from None
         if later:
-            membership.adopt(proc.pid)
+            try:
+                membership.adopt(proc.pid)
+            except BaseException:  # not in the run's folder: nothing else would end it
+                proc.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=KILL_BUDGET)
+                raise
         else:
             membership.started(proc.pid)
     return supervise(spec, PopenHandle(proc), membership, files, relays, started, cancel=cancel,

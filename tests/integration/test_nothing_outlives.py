@@ -214,3 +214,30 @@ def test_a_daemon_found_by_ancestry_dies_with_the_supervisor(tmp_path: Path, pac
         if daemon and pid_alive(daemon):
             os.kill(daemon, signal.SIGKILL)
         owner.close()
+
+
+# A stand-in for the bootstrap's first step: it waits for its cgroup, then says so.
+WAITS_FOR_CGROUP = """
+import os
+from lifeguard.child import joined
+joined.wait_for_cgroup()
+print(os.environ.get("LIFEGUARD_SUPERVISOR", "popped"), flush=True)
+"""
+
+
+def test_a_bootstrap_whose_supervisor_died_before_moving_it_ends_itself() -> None:
+    """A run's bootstrap is spawned without a death signal (a vfork): the watchdog kills it once it is in the
+    run's cgroup. If the supervisor dies before moving it there, the bootstrap, waiting for its cgroup, sees
+    another parent and ends at once instead of running its spec as an orphan."""
+    import sys
+
+    not_the_parent = str(os.getpid() + 1 if os.getpid() < 2**22 else 2)
+    env = dict(os.environ, LIFEGUARD_SUPERVISOR=not_the_parent, LIFEGUARD_CGROUP=":/lifeguard-no-such-folder")
+    done = subprocess.run([sys.executable, "-c", WAITS_FOR_CGROUP], env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=60)
+    assert done.returncode == 1 and done.stdout == b"", done
+    # Its parent is still there: it waits as long as ever (JOIN_WAIT), then goes on, the variable not passed on.
+    env["LIFEGUARD_SUPERVISOR"] = str(os.getpid())
+    done = subprocess.run([sys.executable, "-c", WAITS_FOR_CGROUP], env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == b"popped\n", done
