@@ -98,6 +98,9 @@ class CgroupMembership:
         self.session = session
         self.live_run = live_run  # the live run of this session with that id, if any
         self.helpers: Callable[[], Collection[int]] = tuple  # children the supervisor started for itself
+        # The end-of-run look found the main process gone, no live process in the folder and none of the run
+        # outside it: nothing is left that could start another, so close() only removes the folder.
+        self.ended = False
 
     def join_file(self) -> Path | None:
         return self.folder.procs_file
@@ -127,6 +130,7 @@ class CgroupMembership:
         live = [p for p in here if alive(p) and (p == self.root or run_marker(p) in (None, self.run_id))]
         if not (self.root and alive(self.root)):  # the end-of-run look (not every wake of the wait loop)
             live += self._moved_out(here)
+            self.ended = not here and not live
         return sorted(live, key=lambda p: (p != self.root, p))
 
     def _moved_out(self, here: set[int]) -> list[int]:
@@ -161,6 +165,9 @@ class CgroupMembership:
             cgroups.sigkill(pid)
 
     def close(self) -> None:
+        if self.ended and self.folder.remove():
+            self.watch()
+            return
         self._return_strays()
         self.kill()
         self.watch()
