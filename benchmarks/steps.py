@@ -7,7 +7,10 @@ Each step is lifeguard's own code, timed over many repetitions without a run aro
   start), then the folder's kill and removal at the end (here a member is left to kill, which a passed run
   has not); repetitions are spaced as runs are (RUN_SPACING): a move right after another one is cheaper;
 - ancestry: the same for a run tracked by ancestry instead (the pytest plugin's runs);
-- relays: the output relays of a run set up, pumped and closed with nothing written.
+- relays: the output relays of a run set up, pumped and closed with nothing written;
+- spawn: a run's main process started as a bootstrap is (a vfork), and with a step before exec (a fork);
+- bootstrap alone: a trivial scenario's child spawned directly, against the same body in a bare interpreter,
+  alternating (the child's own share of a fresh run's overhead).
 
 The processes moved are `sleep` children started outside the timing. Where a step cannot run here (no
 writable cgroup hierarchy), it says why and the rest go on.
@@ -19,20 +22,24 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from _trivial import ROOT  # noqa: F401  (puts this checkout on sys.path)
+from _trivial import BODY, write_scenario  # (puts this checkout on sys.path)
 
+from lifeguard.child.protocol import SPEC_ENV
 from lifeguard.interpreter import resolve
 from lifeguard.model.run import RunKind, RunSpec
-from lifeguard.run.containment import containment
-from lifeguard.run.launch import RunFiles
+from lifeguard.run.containment import containment, spawn
+from lifeguard.run.launch import RunFiles, child_argv, child_env, spec_env
 from lifeguard.run.relay import Relays
 from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP
 
@@ -101,6 +108,61 @@ def relays(root: Path, repeat: int) -> float:
     return total / repeat
 
 
+def spawn_cost(repeat: int) -> tuple[float, float]:
+    """Seconds a run's main process takes to start (Popen's return: the exec done), spawned as a run's
+    bootstrap is (no step between fork and exec: a vfork) and with a step before exec (a fork of this whole
+    process, as before 3.11 or for a command); the child's own run is not timed."""
+    python = resolve(None).executable
+    took = {True: 0.0, False: 0.0}
+    for _ in range(repeat):
+        for bare in (True, False):
+            started = time.perf_counter()
+            child = spawn([python, "-c", "pass"], None, waits_for_cgroup=bare, stdin=subprocess.DEVNULL)
+            took[bare] += time.perf_counter() - started
+            child.wait(timeout=30)
+    return took[True] / repeat, took[False] / repeat
+
+
+def _run(argv: list[str], **popen: Any) -> float:
+    """Seconds from the start of ``argv`` to its end, seen on a pidfd at once (subprocess.run with a timeout
+    polls with sleeps growing to 50 ms)."""
+    started = time.perf_counter()
+    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             **popen)
+    pidfd = os.pidfd_open(child.pid)
+    try:
+        ready, _, _ = select.select([pidfd], [], [], 60)
+    finally:
+        os.close(pidfd)
+    took = time.perf_counter() - started
+    if not ready:
+        child.kill()
+    if child.wait(timeout=30) != 0:
+        raise RuntimeError(f"{argv[0]} failed or hung")
+    return took
+
+
+def bootstrap_cost(root: Path, repeat: int) -> tuple[float, float]:
+    """Seconds a trivial scenario's run takes in a bootstrap spawned directly (its start-up, evidence
+    machinery and exit; no supervisor, no cgroup), and the same body in a bare interpreter, alternating: the
+    child's own share of a fresh run's overhead."""
+    scenario = write_scenario(root)
+    python = resolve(None).executable
+    child = bare = 0.0
+    for n in range(repeat):
+        run_dir = root / f"boot-{n}"
+        spec = replace(_spec(run_dir), path=str(scenario), function="trivial")
+        files, events_fd = RunFiles.create(run_dir)
+        env = dict(os.environ, **child_env(spec, f"steps-{n}", events_fd=events_fd), **{SPEC_ENV: spec_env(spec)})
+        try:
+            child += _run(child_argv(spec), env=env, pass_fds=(events_fd,), cwd=run_dir)
+            bare += _run([python, "-X", "faulthandler", "-c", BODY])
+        finally:
+            os.close(events_fd)
+            shutil.rmtree(files.run_dir, ignore_errors=True)
+    return child / repeat, bare / repeat
+
+
 def measure(repeat: int, say: Callable[[str], None] = print) -> None:
     """Print each step's cost a run (ms); a step that cannot run here says why."""
     root = Path(tempfile.mkdtemp(prefix="lifeguard-steps-"))
@@ -119,6 +181,11 @@ def measure(repeat: int, say: Callable[[str], None] = print) -> None:
                 continue
             say(f"  membership by {name}: start {begin * 1000:.2f} (made, a process put in), end {end * 1000:.2f}")
         say(f"  relays: {relays(root, repeat) * 1000:.2f} (made, started, closed)")
+        vfork, forked = spawn_cost(repeat)
+        say(f"  spawn: {vfork * 1000:.2f} as a run's bootstrap (no pre-exec step), {forked * 1000:.2f} with one")
+        child, bare = bootstrap_cost(root, repeat)
+        say(f"  bootstrap alone: a trivial run {child * 1000:.2f}, a bare interpreter {bare * 1000:.2f} "
+            f"(+{(child - bare) * 1000:.2f}: imports, evidence machinery, exit)")
     finally:
         shutil.rmtree(root, ignore_errors=True)
         containment().close()
