@@ -165,9 +165,10 @@ class CgroupMembership:
             cgroups.sigkill(pid)
 
     def close(self) -> None:
-        if self.ended and self.folder.remove():
-            self.watch()
-            return
+        if self.ended:
+            self.watch()  # first: a zombie's cgroup is named as this folder only while the folder exists
+            if self.folder.remove():
+                return
         self._return_strays()
         self.kill()
         self.watch()

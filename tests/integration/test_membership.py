@@ -14,7 +14,7 @@ import pytest
 
 from lifeguard.errors import EXIT_LIFETIME
 from lifeguard.proc import cgroups
-from tests.helpers import Pace, load_report, pid_alive, run_cli
+from tests.helpers import Pace, load_report, pid_alive, run_cli, wait_for
 
 MECHANISMS = ["cgroup", "subreaper"]
 MODES = ["fresh", "fork-server"]
@@ -141,6 +141,30 @@ def test_inherited_zombies_are_reaped(scenario_file, tmp_path: Path, pace: Pace,
     finally:
         containment_module._containment.close()
         containment_module._containment = previous
+
+
+def test_a_quiet_runs_end_reaps_the_zombie_orphans_in_its_folder(tmp_path: Path, pace: Pace) -> None:
+    """A run whose end finds nothing alive (its folder only removed, not killed) still reaps the orphans that
+    died in its folder as the supervisor's zombies: before the folder goes, while their cgroup names it."""
+    if not _cgroups_writable():
+        pytest.skip("no writable cgroup hierarchy on this machine")
+    from lifeguard.run.containment import Containment, spawn
+
+    owner = Containment(prefer="cgroup")  # this process supervises: the orphan comes to it (a subreaper)
+    run = owner.for_run(os.urandom(8).hex())
+    program = "import os\nif os.fork() == 0:\n    if os.fork() == 0:\n        os._exit(0)\n    os._exit(0)\nos.wait()\n"
+    before = set(_zombie_children())
+    try:
+        main = spawn([sys.executable, "-c", program], run.join_file(), stdin=subprocess.DEVNULL)
+        run.started(main.pid)
+        assert main.wait(timeout=pace.deadline(30)) == 0
+        wait_for(lambda: set(_zombie_children()) - before, "the orphan to die as our zombie", pace.deadline(10))
+        assert run.members() == []  # the end-of-run look: nothing alive, nothing of the run outside
+        run.close()
+        assert set(_zombie_children()) - before == set()
+        assert not run.folder.path.exists()
+    finally:
+        owner.close()
 
 
 def _zombie_children() -> list[int]:
