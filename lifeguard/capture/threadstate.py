@@ -16,7 +16,7 @@ from lifeguard.capture.symbols import resolve_live
 from lifeguard.model.kernel import KernelState
 from lifeguard.model.stacks import ProcessStacks, ThreadStack
 from lifeguard.proc.procfs import thread_name
-from lifeguard.proc.threadread import read_tree, read_words
+from lifeguard.proc.threadread import mapping_of, mappings, read_tree, read_words
 from lifeguard.run.supervise import CaptureHook, HangContext
 
 # Long enough for a spinning thread to collect measurable CPU on a loaded machine (ticks are
@@ -34,6 +34,7 @@ def sample_tree(pids: list[int], window: float = SAMPLE_WINDOW) -> dict[tuple[in
     second = read_tree(pids)
     elapsed = time.monotonic() - began
     states = {}
+    ranges = {pid: mappings(pid) for pid in {key[0] for key in second}}
     for key in first.keys() | second.keys():
         a, b = first.get(key), second.get(key)
         if b is None:
@@ -44,7 +45,8 @@ def sample_tree(pids: list[int], window: float = SAMPLE_WINDOW) -> dict[tuple[in
         words = read_words(key[0], b.futex, FUTEX_WORDS) if b.futex is not None else None
         states[key] = KernelState(state=b.state, first_state=a.state if a else None, syscall=b.syscall,
                                   wchan=b.wchan, cpu_seconds=used, window=elapsed if a else None,
-                                  futex_words=words)
+                                  futex_words=words, futex_region=mapping_of(ranges[key[0]], b.futex),
+                                  stack_region=mapping_of(ranges[key[0]], b.stack))
     return states
 
 

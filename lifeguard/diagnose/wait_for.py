@@ -100,6 +100,16 @@ def _thread(process: ProcessStacks, tid: int | None) -> ThreadStack | None:
     return next((t for t in process.threads if t.tid == tid), None) if tid else None
 
 
+def _descriptor_owner(joiner: ThreadStack, others: list[ThreadStack]) -> ThreadStack | None:
+    """The thread whose stack's mapping holds the word a join waits on (glibc 2.41+ waits on the joined
+    thread's join state, in its descriptor at the top of that mapping, not on its tid), when exactly one does."""
+    region = joiner.kernel.futex_region if joiner.kernel is not None else None
+    if region is None:
+        return None
+    owners = [t for t in others if t.kernel is not None and t.kernel.stack_region == region]
+    return owners[0] if len(owners) == 1 else None
+
+
 def _name(thread: ThreadStack) -> str:
     return f"thread {thread.tid}" + (f' "{thread.name}"' if thread.name else "")
 
@@ -115,6 +125,8 @@ def _waker(evidence: Evidence, process: ProcessStacks, thread: ThreadStack, kind
     if kind in ("a join", "a mutex"):
         tid = _word(thread, 0 if kind == "a join" else MUTEX_OWNER_WORD)
         target = _thread(process, tid)
+        if kind == "a join" and target is None:
+            target = _descriptor_owner(thread, others)
         if target is not None and target is not thread:
             role = "is the thread it joins" if kind == "a join" else "holds it"
             return f"{_name(target)} {role} ({how_blocked(target)})", target, False

@@ -46,6 +46,11 @@ class KernelState:
     # A futex wait's first three ints at its address (second reading): for a pthread_join the word is the joined
     # thread's tid; for a pthread mutex, the third is its owner's tid. The stack says which it is.
     futex_words: tuple[int, ...] | None = None
+    # The mapping that holds the futex word, and the one that holds the thread's stack pointer (while it sleeps
+    # in a call): glibc puts a thread's descriptor at the top of its stack's mapping, and from 2.41 pthread_join
+    # waits on a word of the joined thread's descriptor, not on its tid: the two ranges match then.
+    futex_region: tuple[int, int] | None = None
+    stack_region: tuple[int, int] | None = None
 
     @property
     def activity(self) -> Activity:
@@ -87,7 +92,9 @@ class KernelState:
         return {"state": self.state, "first_state": self.first_state, "syscall": self.syscall,
                 "wchan": self.wchan, "cpu_seconds": self.cpu_seconds, "window": self.window,
                 "activity": self.activity.value,
-                "futex_words": list(self.futex_words) if self.futex_words is not None else None}
+                "futex_words": list(self.futex_words) if self.futex_words is not None else None,
+                "futex_region": list(self.futex_region) if self.futex_region is not None else None,
+                "stack_region": list(self.stack_region) if self.stack_region is not None else None}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KernelState:
@@ -97,4 +104,9 @@ class KernelState:
         return cls(state=data.get("state"), first_state=data.get("first_state"), syscall=data.get("syscall"),
                    wchan=data.get("wchan"), cpu_seconds=float(cpu) if cpu is not None else None,
                    window=float(window) if window is not None else None,
-                   futex_words=tuple(int(w) for w in words) if isinstance(words, list) else None)
+                   futex_words=tuple(int(w) for w in words) if isinstance(words, list) else None,
+                   futex_region=_region(data.get("futex_region")), stack_region=_region(data.get("stack_region")))
+
+
+def _region(value: Any) -> tuple[int, int] | None:
+    return (int(value[0]), int(value[1])) if isinstance(value, list) and len(value) == 2 else None

@@ -41,6 +41,7 @@ class ThreadReading:
     wchan: str | None
     cpu: float | None  # seconds of CPU since the thread started
     futex: int | None = None  # the address a futex wait sleeps on (its first argument)
+    stack: int | None = None  # its stack pointer, while it sleeps in a system call
 
 
 def _read(path: str) -> str | None:
@@ -97,12 +98,9 @@ def read_words(pid: int, address: int, count: int) -> tuple[int, ...] | None:
 def read_stack(pid: int, tid: int, size: int) -> tuple[int, bytes] | None:
     """The stack pointer of a thread asleep in a system call and the ``size`` bytes above it (no stop, no
     attach), or None."""
-    fields = (_read(f"/proc/{pid}/task/{tid}/syscall") or "").split()
-    if len(fields) < 9 or not fields[0].isdigit():
-        return None
-    try:
-        pointer = int(fields[7], 16)
-    except ValueError:
+    text = _read(f"/proc/{pid}/task/{tid}/syscall")
+    pointer = _stack_pointer(text) if text and text.split()[0].isdigit() else None
+    if pointer is None:
         return None
     data = read_memory(pid, pointer, size)
     return (pointer, data) if data is not None else None
@@ -122,10 +120,40 @@ def read_thread(pid: int, tid: int) -> ThreadReading | None:
     elif len(fields) > 12:
         cpu = (int(fields[11]) + int(fields[12])) * _TICK  # utime + stime (fields 14, 15 of stat)
     wchan = (_read(f"{base}/wchan") or "").strip()
-    call = _parse_syscall(_read(f"{base}/syscall"))
+    text = _read(f"{base}/syscall")
+    call = _parse_syscall(text)
     syscall, args = call if call is not None else (None, ())
     return ThreadReading(state, syscall, wchan if wchan not in ("", "0") else None, cpu,
-                         args[0] if syscall == "futex" and args else None)
+                         args[0] if syscall == "futex" and args else None,
+                         _stack_pointer(text) if call is not None else None)
+
+
+def _stack_pointer(text: str | None) -> int | None:
+    """The stack pointer of ``/proc/.../syscall``'s line: after the call's number and six arguments."""
+    fields = (text or "").split()
+    try:
+        return int(fields[7], 16) if len(fields) >= 9 else None
+    except ValueError:
+        return None
+
+
+def mappings(pid: int) -> list[tuple[int, int]]:
+    """The address ranges of a live process's mappings, from /proc/PID/maps (empty when unreadable)."""
+    ranges = []
+    for line in (_read(f"/proc/{pid}/maps") or "").splitlines():
+        start, _, end = line.partition(" ")[0].partition("-")
+        try:
+            ranges.append((int(start, 16), int(end, 16)))
+        except ValueError:
+            continue
+    return ranges
+
+
+def mapping_of(ranges: list[tuple[int, int]], address: int | None) -> tuple[int, int] | None:
+    """The range of ``ranges`` that holds ``address``, if one does."""
+    if address is None:
+        return None
+    return next(((start, end) for start, end in ranges if start <= address < end), None)
 
 
 def read_tree(pids: Iterable[int]) -> dict[tuple[int, int], ThreadReading]:

@@ -1,6 +1,8 @@
 """The hang rules on real captured evidence (tests/data/hangs/, kept with benchmarks/save_evidence.py from
-real runs of the programs tests/integration/test_thread_state.py builds): each hang explained by its own
-rule, the culprit first on the terminal, no "busy loop" where every thread sleeps."""
+real runs of the programs tests/integration/test_thread_state.py builds; joinstate.json from
+tests/integration/test_wait_for.py's run on CPython 3.14 and glibc 2.41, in scripts/py314-chroot.sh's chroot):
+each hang explained by its own rule, the culprit first on the terminal, no "busy loop" where every thread
+sleeps."""
 
 from __future__ import annotations
 
@@ -36,6 +38,10 @@ CASES = {
                                                   "held the lock when the parent forked"]),
     "ompfork": (["fork-runtime"], ["GNU OpenMP runtime (libgomp)", "ompfork.py:7", "1 of them OpenMP worker(s)",
                                    "none of them exists in the child"]),
+    # glibc 2.41+ (Debian sid, CPython 3.14): pthread_join waits on the joined thread's join state, not its tid;
+    # the joined thread is the one whose stack's mapping holds that word.
+    "joinstate": (["lock-cycle"], ["thread 20406 joins thread 20413, in stop_drainer (locks.c:35)",
+                                   "thread 20413 waits for a mutex that thread 20406 holds, in drainer (locks.c:29)"]),
 }
 
 
@@ -97,7 +103,7 @@ def test_harness_frames_are_kept_in_report_json_and_marked() -> None:
 
 
 HANG_RULES = ("busy_loop", "exit_waits_for_thread", "fork_deadlock", "fork_runtime", "gil_deadlock",
-              "gil_held_blocking", "stopped")
+              "gil_held_blocking", "lock_cycle", "stopped")
 
 
 @pytest.mark.parametrize("name", sorted(set(CASES) - {"sleep"}))  # (sleep's finding is the generic one)
