@@ -85,8 +85,9 @@ def test_a_collector_waiting_for_the_lock_its_joiner_holds(tmp_path: Path, lock:
     assert finding["kind"] == "gc-lock-deadlock", [f["summary"] for f in run["findings"]]
     summary = finding["summary"]
     assert "(service) runs a garbage collection" in summary and "__del__ (program.py:" in summary
+    # A threading.Lock waits in PyThread_acquire_lock, or from 3.13.8 and 3.14 in _PyMutex_LockTimed
     assert ("pthread_mutex_lock" in summary or "lll_lock_wait" in summary) if lock == "c" else (
-        "PyThread_acquire_lock" in summary)
+        "PyThread_acquire_lock" in summary or "_PyMutex_LockTimed" in summary)
     assert "the collection began at service (program.py:" in summary
     assert "(main) waits for a thread to end" in summary
 
