@@ -8,6 +8,7 @@ against the live process (or the core) with every symbol table, in one bounded c
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -98,10 +99,55 @@ def _addresses(process: ProcessStacks) -> list[str]:
     return sorted(found)[:MAX_ADDRESSES]
 
 
+def _in_executable(process: ProcessStacks) -> ProcessStacks:
+    """Native frames a back end left without a library that lie in the process's executable get its path: a
+    statically linked interpreter's own code (Debian's python3.14) is then known as the interpreter's, not as
+    the culprit of a hang."""
+    try:
+        executable = os.readlink(f"/proc/{process.pid}/exe")
+    except OSError:
+        return process
+    ranges = [(start, end) for start, end, path in _file_mappings(process.pid) if path == executable]
+    if not ranges:
+        return process
+
+    def fix(frame: Frame) -> Frame:
+        if frame.is_python or frame.library is not None or not frame.address:
+            return frame
+        try:
+            address = int(frame.address, 16)
+        except ValueError:
+            return frame
+        inside = any(start <= address < end for start, end in ranges)
+        return replace(frame, library=executable) if inside else frame
+
+    return replace(process, threads=tuple(replace(t, frames=tuple(fix(f) for f in t.frames)) for t in process.threads))
+
+
+def _file_mappings(pid: int) -> list[tuple[int, int, str]]:
+    """(start, end, path) of each file mapping of a live process."""
+    found: list[tuple[int, int, str]] = []
+    try:
+        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        fields = line.split(None, 5)
+        if len(fields) == 6 and fields[5].startswith("/"):
+            start, _, end = fields[0].partition("-")
+            try:
+                found.append((int(start, 16), int(end, 16), fields[5]))
+            except ValueError:
+                continue
+    return found
+
+
 def resolve_live(processes: list[ProcessStacks]) -> list[ProcessStacks]:
-    """Name the unnamed frames of live processes (they are still alive: a hang is killed after capture)."""
+    """Name the unnamed frames of live processes (they are still alive: a hang is killed after capture), and
+    give the executable's frames its path."""
     out = []
     for process in processes:
+        process = _in_executable(process) if process.pid > 0 else process
         addresses = _addresses(process)
         names = _addr2line([f"--pid={process.pid}"], addresses) if addresses and process.pid > 0 else {}
         out.append(_named(process, names) if names else process)

@@ -446,3 +446,31 @@ def test_a_thorough_read_of_unnamed_frames_is_gdbs(c_program: Path, thorough: bo
         assert_running(process.pid)
     finally:
         kill_group(process)
+
+
+def test_a_frame_in_the_executable_gets_its_path() -> None:
+    """A back end may leave the executable's own frames without a library (pystack does, for Debian's
+    statically linked python3.14): a live process's are given the executable's path, so the interpreter's code
+    is known as the interpreter's; a frame elsewhere keeps what it had."""
+    from dataclasses import replace
+
+    from lifeguard.capture.symbols import resolve_live
+    from lifeguard.model.stacks import Frame
+
+    sleeper = subprocess.Popen([real_python(), "-c", "import sys, time; print(flush=True); time.sleep(60)"],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    try:
+        assert sleeper.stdout is not None and sleeper.stdout.readline() == b"\n"  # started: its mappings are made
+        executable = os.readlink(f"/proc/{sleeper.pid}/exe")
+        maps = [line.split(None, 5) for line in Path(f"/proc/{sleeper.pid}/maps").read_text().splitlines()]
+        start = next(int(fields[0].split("-")[0], 16) for fields in maps if fields[5:] == [executable])
+        inside = Frame(function="main", address=hex(start + 16))
+        outside = Frame(function="elsewhere", address="0x10")  # below every mapping
+        process = ProcessStacks(pid=sleeper.pid, threads=(ThreadStack(tid=sleeper.pid, frames=(inside, outside)),))
+        [named] = resolve_live([process])
+        frames = named.threads[0].frames
+        assert frames[0] == replace(inside, library=executable, file=frames[0].file, line=frames[0].line)
+        assert frames[1].library is None
+    finally:
+        sleeper.kill()
+        sleeper.wait(timeout=30)
