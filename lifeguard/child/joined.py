@@ -50,7 +50,7 @@ def wait_for_cgroup() -> None:
                         return
         except OSError:
             return  # no /proc: nothing to wait for
-        if supervisor and os.getppid() != int(supervisor):
+        if supervisor.isdigit() and os.getppid() != int(supervisor):
             os._exit(1)
         if time.monotonic() > deadline:
             return
