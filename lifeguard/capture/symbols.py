@@ -15,6 +15,7 @@ from pathlib import Path
 
 from lifeguard.capture.bounded import run_bounded
 from lifeguard.model.stacks import Frame, ProcessStacks
+from lifeguard.proc.procfs import mappings
 
 RESOLVE_TIMEOUT = 10.0
 MAX_ADDRESSES = 2000
@@ -107,7 +108,7 @@ def _in_executable(process: ProcessStacks) -> ProcessStacks:
         executable = os.readlink(f"/proc/{process.pid}/exe")
     except OSError:
         return process
-    ranges = [(start, end) for start, end, path in _file_mappings(process.pid) if path == executable]
+    ranges = [(start, end) for start, end, path in mappings(process.pid) if path == executable]
     if not ranges:
         return process
 
@@ -122,24 +123,6 @@ def _in_executable(process: ProcessStacks) -> ProcessStacks:
         return replace(frame, library=executable) if inside else frame
 
     return replace(process, threads=tuple(replace(t, frames=tuple(fix(f) for f in t.frames)) for t in process.threads))
-
-
-def _file_mappings(pid: int) -> list[tuple[int, int, str]]:
-    """(start, end, path) of each file mapping of a live process."""
-    found: list[tuple[int, int, str]] = []
-    try:
-        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
-    except OSError:
-        return found
-    for line in lines:
-        fields = line.split(None, 5)
-        if len(fields) == 6 and fields[5].startswith("/"):
-            start, _, end = fields[0].partition("-")
-            try:
-                found.append((int(start, 16), int(end, 16), fields[5]))
-            except ValueError:
-                continue
-    return found
 
 
 def resolve_live(processes: list[ProcessStacks]) -> list[ProcessStacks]:

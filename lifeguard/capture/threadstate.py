@@ -15,8 +15,8 @@ from lifeguard.capture.demangle import demangled
 from lifeguard.capture.symbols import resolve_live
 from lifeguard.model.kernel import KernelState
 from lifeguard.model.stacks import ProcessStacks, ThreadStack
-from lifeguard.proc.procfs import thread_name
-from lifeguard.proc.threadread import mapping_of, mappings, read_tree, read_words
+from lifeguard.proc.procfs import mapping_of, mappings, thread_name
+from lifeguard.proc.threadread import read_tree, read_words
 from lifeguard.run.supervise import CaptureHook, HangContext
 
 # Long enough for a spinning thread to collect measurable CPU on a loaded machine (ticks are

@@ -232,13 +232,34 @@ def thread_name(pid: int, tid: int) -> str | None:
         return None
 
 
-def mapped_libpythons(pid: int) -> list[Path]:
-    """The shared libpythons a live process has mapped (empty for a static interpreter)."""
+def mappings(pid: int) -> list[tuple[int, int, str]]:
+    """(start, end, path) of each mapping of a live process, from /proc/PID/maps; the path is "" for an
+    anonymous one (empty when unreadable)."""
     try:
-        maps = Path(f"/proc/{pid}/maps").read_text()
+        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
     except OSError:
         return []
-    paths = {line.split(None, 5)[-1] for line in maps.splitlines() if line.count(" ") >= 5}
+    found = []
+    for line in lines:
+        fields = line.split(None, 5)
+        start, _, end = fields[0].partition("-") if fields else ("", "", "")
+        try:
+            found.append((int(start, 16), int(end, 16), fields[5] if len(fields) == 6 else ""))
+        except ValueError:
+            continue
+    return found
+
+
+def mapping_of(ranges: list[tuple[int, int, str]], address: int | None) -> tuple[int, int] | None:
+    """The (start, end) of the mapping of ``ranges`` that holds ``address``, if one does."""
+    if address is None:
+        return None
+    return next(((start, end) for start, end, _ in ranges if start <= address < end), None)
+
+
+def mapped_libpythons(pid: int) -> list[Path]:
+    """The shared libpythons a live process has mapped (empty for a static interpreter)."""
+    paths = {path for _, _, path in mappings(pid)}
     return sorted(Path(p) for p in paths if p.startswith("/") and LIBPYTHON.match(Path(p).name))
 
 

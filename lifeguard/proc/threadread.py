@@ -98,8 +98,7 @@ def read_words(pid: int, address: int, count: int) -> tuple[int, ...] | None:
 def read_stack(pid: int, tid: int, size: int) -> tuple[int, bytes] | None:
     """The stack pointer of a thread asleep in a system call and the ``size`` bytes above it (no stop, no
     attach), or None."""
-    text = _read(f"/proc/{pid}/task/{tid}/syscall")
-    pointer = _stack_pointer(text) if text and text.split()[0].isdigit() else None
+    pointer = _stack_pointer(_read(f"/proc/{pid}/task/{tid}/syscall"))
     if pointer is None:
         return None
     data = read_memory(pid, pointer, size)
@@ -125,35 +124,19 @@ def read_thread(pid: int, tid: int) -> ThreadReading | None:
     syscall, args = call if call is not None else (None, ())
     return ThreadReading(state, syscall, wchan if wchan not in ("", "0") else None, cpu,
                          args[0] if syscall == "futex" and args else None,
-                         _stack_pointer(text) if call is not None else None)
+                         _stack_pointer(text))
 
 
 def _stack_pointer(text: str | None) -> int | None:
-    """The stack pointer of ``/proc/.../syscall``'s line: after the call's number and six arguments."""
+    """The stack pointer of a thread in a system call, from ``/proc/.../syscall``'s line: after the call's
+    number and six arguments (None when it is running or between calls)."""
     fields = (text or "").split()
+    if len(fields) < 9 or not fields[0].isdigit():
+        return None
     try:
-        return int(fields[7], 16) if len(fields) >= 9 else None
+        return int(fields[7], 16)
     except ValueError:
         return None
-
-
-def mappings(pid: int) -> list[tuple[int, int]]:
-    """The address ranges of a live process's mappings, from /proc/PID/maps (empty when unreadable)."""
-    ranges = []
-    for line in (_read(f"/proc/{pid}/maps") or "").splitlines():
-        start, _, end = line.partition(" ")[0].partition("-")
-        try:
-            ranges.append((int(start, 16), int(end, 16)))
-        except ValueError:
-            continue
-    return ranges
-
-
-def mapping_of(ranges: list[tuple[int, int]], address: int | None) -> tuple[int, int] | None:
-    """The range of ``ranges`` that holds ``address``, if one does."""
-    if address is None:
-        return None
-    return next(((start, end) for start, end in ranges if start <= address < end), None)
 
 
 def read_tree(pids: Iterable[int]) -> dict[tuple[int, int], ThreadReading]:
