@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from _trivial import BODY as CODE
-from _trivial import ROOT, write_scenario
+from _trivial import ROOT, timed, write_scenario
 from figures import record
 from steps import steps_report
 
@@ -83,28 +83,6 @@ time.sleep(float(sys.argv[1]))
 """
 PROGRAM_TIMEOUT = 120.0
 CALIBRATION_SAMPLES = 3
-
-
-def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
-    """One program's wall time, its end seen on a pidfd at once. (subprocess.run(timeout=...) polls with
-    sleeps growing to 50 ms: a 1 s program's end would be seen up to 50 ms late, in steps, which hid any
-    difference smaller than a step.)"""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    pidfd = os.pidfd_open(proc.pid)
-    try:
-        ready, _, _ = select.select([pidfd], [], [], PROGRAM_TIMEOUT)
-    finally:
-        os.close(pidfd)
-    took = time.perf_counter() - start
-    if not ready:
-        proc.kill()
-        proc.wait()
-        raise RuntimeError(f"{argv[0]} did not exit within {PROGRAM_TIMEOUT} s")
-    if proc.wait() != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed")
-    return took
 
 
 def calibrate(python: str, script: Path, seconds: float) -> int:

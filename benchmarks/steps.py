@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import select
 import shutil
 import subprocess
 import sys
@@ -31,9 +30,8 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from _trivial import BODY, write_scenario  # (puts this checkout on sys.path)
+from _trivial import BODY, timed, write_scenario  # (puts this checkout on sys.path)
 
 from lifeguard.child.protocol import SPEC_ENV
 from lifeguard.interpreter import resolve
@@ -123,25 +121,6 @@ def spawn_cost(repeat: int) -> tuple[float, float]:
     return took[True] / repeat, took[False] / repeat
 
 
-def _run(argv: list[str], **popen: Any) -> float:
-    """Seconds from the start of ``argv`` to its end, seen on a pidfd at once (subprocess.run with a timeout
-    polls with sleeps growing to 50 ms)."""
-    started = time.perf_counter()
-    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             **popen)
-    pidfd = os.pidfd_open(child.pid)
-    try:
-        ready, _, _ = select.select([pidfd], [], [], 60)
-    finally:
-        os.close(pidfd)
-    took = time.perf_counter() - started
-    if not ready:
-        child.kill()
-    if child.wait(timeout=30) != 0:
-        raise RuntimeError(f"{argv[0]} failed or hung")
-    return took
-
-
 def bootstrap_cost(root: Path, repeat: int) -> tuple[float, float]:
     """Seconds a trivial scenario's run takes in a bootstrap spawned directly (its start-up, evidence
     machinery and exit; no supervisor, no cgroup), and the same body in a bare interpreter, alternating: the
@@ -155,8 +134,8 @@ def bootstrap_cost(root: Path, repeat: int) -> tuple[float, float]:
         files, events_fd = RunFiles.create(run_dir)
         env = dict(os.environ, **child_env(spec, f"steps-{n}", events_fd=events_fd), **{SPEC_ENV: spec_env(spec)})
         try:
-            child += _run(child_argv(spec), env=env, pass_fds=(events_fd,), cwd=run_dir)
-            bare += _run([python, "-X", "faulthandler", "-c", BODY])
+            child += timed(child_argv(spec), env, timeout=60, pass_fds=(events_fd,), cwd=run_dir)
+            bare += timed([python, "-X", "faulthandler", "-c", BODY], timeout=60)
         finally:
             os.close(events_fd)
             shutil.rmtree(files.run_dir, ignore_errors=True)
@@ -185,7 +164,7 @@ def measure(repeat: int, say: Callable[[str], None] = print) -> None:
         say(f"  spawn: {vfork * 1000:.2f} as a run's bootstrap (no pre-exec step), {forked * 1000:.2f} with one")
         child, bare = bootstrap_cost(root, repeat)
         say(f"  bootstrap alone: a trivial run {child * 1000:.2f}, a bare interpreter {bare * 1000:.2f} "
-            f"(+{(child - bare) * 1000:.2f}: imports, evidence machinery, exit)")
+            f"({(child - bare) * 1000:+.2f}: imports, evidence machinery, exit)")
     finally:
         shutil.rmtree(root, ignore_errors=True)
         containment().close()
