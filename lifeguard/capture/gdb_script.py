@@ -101,18 +101,61 @@ def thread_handle(thread):
     return int.from_bytes(bytes(handle), sys.byteorder)
 
 
-def python_frames(libpython, gdb_frame):
-    """Python frames run by one _PyEval_EvalFrameDefault frame, innermost first."""
+# The thread's own PyThreadState, per CPython version, without calling into the process (python-gdb's own
+# lookup may call pthread_getspecific in it): attached (3.12+), then the gilstate key's slot (x86-64 glibc).
+THREAD_STATE_EXPRESSIONS = [
+    "_Py_tss_gilstate",
+    "_Py_tss_tstate",
+    "((struct pthread*)$fs_base)->specific_1stblock[_PyRuntime.autoTSSkey._key].data",
+]
+
+
+def follows_thread_chain(libpython):
+    """Whether this python-gdb walks a thread's frame chain from its thread state (3.12+'s py-bt does)."""
+    return hasattr(libpython, "PyFramePtr") and hasattr(libpython.PyFramePtr, "get_thread_local_frame")
+
+
+def older_frame(pyop):
+    try:
+        return pyop.previous()
+    except Exception:  # the chain's end may hold no readable frame
+        return None
+
+
+def thread_local_frame(libpython):
+    """The selected thread's newest interpreter frame, from its thread state, or None."""
+    for expression in THREAD_STATE_EXPRESSIONS:
+        try:
+            tstate = gdb.parse_and_eval(f"(PyThreadState*)({expression})")
+            if int(tstate) == 0:
+                continue
+            current = tstate["current_frame"]
+            return libpython.PyFramePtr(current) if int(current) else None
+        except (gdb.error, RuntimeError):
+            continue
+    return None
+
+
+def python_frames(libpython, gdb_frame, cursor, follow):
+    """Python frames run by one _PyEval_EvalFrameDefault frame, innermost first, and the interpreter frame
+    the next (older) eval frame starts at.
+
+    A build without a frame pointer in the eval loop leaves its ``frame`` variable optimized out: its frames
+    then continue the thread's chain (``cursor``, from the thread state at the first such eval frame), as
+    python-gdb's own py-bt does where it can (``follow``).
+    """
     frames = []
     pyop = libpython.Frame(gdb_frame).get_pyop()
+    if pyop is None or pyop.is_optimized_out():
+        pyop = cursor
     # 3.10: one PyFrameObject per eval frame. 3.11: _PyInterpreterFrame chain, the
     # eval frame's own part ends at the frame marked is_entry. 3.12+: it ends
     # before the "shim" frame the eval loop pushed on entry.
     for _ in range(MAX_PYTHON_FRAMES_PER_EVAL):
         if pyop is None or pyop.is_optimized_out():
-            break
+            return frames, None
         if hasattr(pyop, "is_shim") and pyop.is_shim():
-            break
+            return frames, older_frame(pyop) if follow else None
         if getattr(pyop, "_is_code", True):
             frames.append(
                 {
@@ -123,11 +166,11 @@ def python_frames(libpython, gdb_frame):
                 }
             )
         if not hasattr(pyop, "previous"):
-            break
+            return frames, None
         if hasattr(pyop, "is_entry") and pyop.is_entry():
-            break
+            return frames, older_frame(pyop) if follow else None
         pyop = pyop.previous()
-    return frames
+    return frames, None
 
 
 def native_frame(frame):
@@ -160,6 +203,10 @@ def walk_thread(thread, libpython, notes):
     thread.switch()
     frames = []
     python_failures = 0
+    cursor = None  # the next eval frame's interpreter frame, where its own variable is optimized out
+    follow = libpython is not None and follows_thread_chain(libpython)
+    cursor_read = not follow
+    eval_frames = python_count = 0
     try:
         frame = gdb.newest_frame()
     except gdb.error as error:
@@ -168,9 +215,15 @@ def walk_thread(thread, libpython, notes):
     while frame is not None and len(frames) < MAX_NATIVE_FRAMES:
         record = native_frame(frame)
         if libpython is not None and record["function"] == EVAL_FRAME and not record["inline"]:
+            eval_frames += 1
             try:
-                frames.extend(python_frames(libpython, frame))
+                if not cursor_read:
+                    cursor, cursor_read = thread_local_frame(libpython), True
+                found, cursor = python_frames(libpython, frame, cursor, follow)
+                frames.extend(found)
+                python_count += len(found)
             except Exception as error:  # a damaged interpreter frame must not lose the native stack
+                cursor = None
                 python_failures += 1
                 if python_failures == 1:
                     notes.append(f"thread {thread.ptid[1]}: Python frames unreadable: {error}")
@@ -182,6 +235,9 @@ def walk_thread(thread, libpython, notes):
             break
     if frame is not None and len(frames) >= MAX_NATIVE_FRAMES:
         notes.append(f"thread {thread.ptid[1]}: backtrace cut at {MAX_NATIVE_FRAMES} frames")
+    if eval_frames and not python_count and not python_failures:
+        notes.append(f"thread {thread.ptid[1]}: python-gdb read no Python frame of its {eval_frames} eval "
+                     f"frame(s)")
     return frames
 
 
