@@ -139,3 +139,18 @@ def test_a_header_whose_message_is_on_the_next_line_is_quoted_with_it() -> None:
         "HDF5-DIAG: Error detected in HDF5 (1.12.2) thread 1:"]  # an indented trace line is not a message
     rust = identify(lines[0].text)
     assert rust is not None and rust.library == "Rust"
+
+
+def test_a_forked_child_ended_by_its_library_is_quoted_before_pythons_fork_warning() -> None:
+    """CPython 3.12+ warns in the parent of a fork with threads; the child's library says why it ends the child
+    on the same stderr, in either order (evidence: test_fork_pool's program on CPython 3.14, where the warning
+    came first in some runs). The library's words are the cause whichever line comes first."""
+    run = evidence("fork_pool_ended")
+    said, warned = run.stderr_messages
+    assert said.text.startswith("mypool:") and "DeprecationWarning" in warned.text
+    for lines in ((said, warned), (replace(warned, number=1), replace(said, number=2))):
+        [finding] = diagnose(replace(run, stderr_messages=lines))
+        assert finding.kind == "fork-runtime"
+        assert 'after a library said: "mypool: fork() called after the pool started' in finding.summary, \
+            finding.summary
+        assert "DeprecationWarning" not in finding.summary

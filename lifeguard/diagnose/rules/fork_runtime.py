@@ -132,7 +132,10 @@ def _ended_after_saying(evidence: Evidence, records: dict[int, ForkRecord]) -> l
     the parent had native threads at fork that the child does not have: the library's own fork detection."""
     if evidence.phase is not Phase.FORK_CHILD:
         return []
-    said = next((q for q in library_quotes(evidence.stderr_messages) if _FORK_WORD.search(q.line.text)), None)
+    about_fork = [q for q in library_quotes(evidence.stderr_messages) if _FORK_WORD.search(q.line.text)]
+    # A library's own words before a warning: CPython 3.12+ warns of any fork with threads, in the parent,
+    # racing the child's message on the same stderr.
+    said = next((q for q in about_fork if q.message.about != "warning"), about_fork[0] if about_fork else None)
     if said is None:
         return []
     for end in (e for e in evidence.events if e.name == FORK_CHILD_EXIT):
