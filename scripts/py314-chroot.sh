@@ -4,6 +4,9 @@
 #   scripts/py314-chroot.sh make [ROOT]            make the chroot once (about 1 GB), then print its root
 #   scripts/py314-chroot.sh run ROOT [--] CMD...   run CMD inside, as root, with proc, sys, dev mounted for it
 #   scripts/py314-chroot.sh umount ROOT            take down what `run` mounted (it does so itself on exit)
+#   scripts/py314-chroot.sh test [ROOT] [ARGS...]  make it if needed, install this checkout in it (a venv,
+#                                                   /opt/venv), run every bundled scenario, then pytest ARGS
+#                                                   (default: the integration tests); what CI runs on 3.14
 #
 # ROOT defaults to ~/.cache/lifeguard/py314-root. The mirror is the host's own Debian mirror (its apt sources),
 # or LIFEGUARD_DEBIAN_MIRROR. Root only: debootstrap, chroot and mount need it.
@@ -100,9 +103,32 @@ run_in() {
     return $status
 }
 
+test_in() {
+    local root=$1 here started=$SECONDS
+    shift
+    here="$(cd "$(dirname "$0")/.." && pwd)"
+    make_root "$root" >/dev/null
+    # This checkout's tracked files (not its caches or builds), fresh each time.
+    rm -rf --one-file-system "$root/root/lifeguard"
+    mkdir -p "$root/root/lifeguard"
+    (cd "$here" && git ls-files -z --cached | xargs -0 cp --parents -t "$root/root/lifeguard")
+    run_in "$root" /bin/bash -c "cd /root/lifeguard && { [ -x /opt/venv/bin/python ] || python3.14 -m venv /opt/venv; } &&
+        /opt/venv/bin/python -m pip install -q -e '.[test]'" || die "installing lifeguard in the chroot failed"
+    echo "py314-chroot: $(chroot "$root" /opt/venv/bin/python -VV | head -n 1); ready in $((SECONDS - started)) s" >&2
+    local command
+    if [ $# -gt 0 ]; then
+        command="/opt/venv/bin/python -m pytest -q$(printf ' %q' "$@")"
+    else
+        command="/opt/venv/bin/python -m lifeguard run && /opt/venv/bin/python -m pytest -q tests/integration"
+    fi
+    run_in "$root" /bin/bash -c "cd /root/lifeguard && $command"
+}
+
 case "${1:-}" in
     make) make_root "${2:-$default_root}" ;;
     run) [ $# -ge 2 ] || die "usage: $0 run ROOT [--] CMD..."; root=$2; shift 2; run_in "$root" "$@" ;;
     umount) umount_all "${2:-$default_root}" ;;
-    *) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    test) shift; root=$default_root; if [ -n "${1:-}" ] && [ "${1#-}" = "$1" ] && [ "${1#tests}" = "$1" ]; then
+              root=$1; shift; fi; test_in "$root" "$@" ;;
+    *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

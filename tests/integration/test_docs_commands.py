@@ -60,6 +60,7 @@ ELSEWHERE: dict[str, str] = {
     "python3 -m pip install -e '.[test]' && python3 -m pytest -q": ".ci/run runs this very command",
     "python3 -m pip install -e '.[test]'": ".ci/run",
     "python3 -m pytest -q": ".ci/run (the suite)",
+    "sudo bash scripts/py314-chroot.sh test": ".ci/run (CPython 3.14)",
     "python3 -m pytest -q tests/unit": ".ci/run (a part of the suite)",
     "ruff check . && mypy lifeguard": "tests/integration/test_lint.py",
     "python3 -m mkdocs build --strict": "tests/unit/test_docs.py::test_the_site_builds_with_strict",

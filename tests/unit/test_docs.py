@@ -276,9 +276,21 @@ def extra_tools() -> frozenset[str]:
     return frozenset(Requirement(text).name for text in _project()["optional-dependencies"]["test"])
 
 
+def check_script(path: str, args: list[str]) -> list[str]:
+    """A project script exists and its subcommand is one its usage names."""
+    script = ROOT / path
+    if not script.is_file():
+        return [f"`bash {path}`: no such script"]
+    if args and not re.search(rf"^#\s+{re.escape(path)} {re.escape(args[0])}\b", script.read_text(), re.M):
+        return [f"`bash {path} {args[0]}`: its usage names no such subcommand"]
+    return []
+
+
 def check_command(words: list[str]) -> list[str]:
-    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):  # VAR=value before the command
-        words = words[1:]
+    while words and (words[0] == "sudo" or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0])):
+        words = words[1:]  # sudo, VAR=value before the command
+    if len(words) >= 2 and words[0] == "bash" and words[1].startswith("scripts/"):
+        return check_script(words[1], words[2:])
     if len(words) >= 3 and PYTHON.match(Path(words[0]).name) and words[1] == "-m":
         program, args = words[2], words[3:]
     elif words:
