@@ -223,6 +223,10 @@ PyMODINIT_FUNC PyInit_fork_gil(void) {
   if (module == nullptr) {
     return nullptr;
   }
+#ifdef Py_GIL_DISABLED
+  // A free-threaded build keeps the GIL off only for modules that say they need none.
+  PyUnstable_Module_SetGIL(module, Py_MOD_GIL_NOT_USED);
+#endif
   if (PyModule_AddIntConstant(module, "FIXED", LIFEGUARD_FIXED) < 0) {
     Py_DECREF(module);
     return nullptr;

@@ -494,6 +494,10 @@ PyMODINIT_FUNC PyInit_gc_channel(void) {
   if (!ReadyTypes()) return nullptr;
   PyObject* module = PyModule_Create(&kModule);
   if (module == nullptr) return nullptr;
+#ifdef Py_GIL_DISABLED
+  // A free-threaded build keeps the GIL off only for modules that say they need none.
+  PyUnstable_Module_SetGIL(module, Py_MOD_GIL_NOT_USED);
+#endif
   g_registry = PyDict_New();
   g_ffi_error = PyErr_NewExceptionWithDoc(
       "gc_channel.FFIError",

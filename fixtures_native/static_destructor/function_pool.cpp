@@ -39,12 +39,14 @@ PyObject* Lookup(const std::unordered_map<std::string, PythonObjectPtr>& pool,
 }  // namespace
 
 bool FunctionPool::RegisterFunction(const std::string& name, PyObject* function_class) {
+  std::unique_lock<std::mutex> lock(mutex_);
   if (forward_pool_.count(name) != 0) {
     PyErr_Format(PyExc_ValueError, "a function is already registered as '%s'", name.c_str());
     return false;
   }
   // Like torch.autograd.Function: `apply` is a classmethod, so this lookup
   // creates a new bound method whose only owner is the pool from now on.
+  lock.unlock();  // attribute lookups run Python code
   PyObject* forward = PyObject_GetAttrString(function_class, "apply");
   if (forward == nullptr) {
     return false;
@@ -60,15 +62,28 @@ bool FunctionPool::RegisterFunction(const std::string& name, PyObject* function_
     PyErr_Format(PyExc_TypeError, "'%s': apply and backward must be callable", name.c_str());
     return false;
   }
-  forward_pool_.emplace(name, OwnNewReference(forward));
-  backward_pool_.emplace(name, OwnNewReference(backward));
+  PythonObjectPtr owned_forward = OwnNewReference(forward);
+  PythonObjectPtr owned_backward = OwnNewReference(backward);
+  lock.lock();
+  if (forward_pool_.count(name) != 0) {  // registered by another thread meanwhile
+    lock.unlock();
+    PyErr_Format(PyExc_ValueError, "a function is already registered as '%s'", name.c_str());
+    return false;
+  }
+  forward_pool_.emplace(name, std::move(owned_forward));
+  backward_pool_.emplace(name, std::move(owned_backward));
   return true;
 }
 
 bool FunctionPool::UnregisterFunction(const std::string& name) {
   // Both references are released on return, with the GIL the caller holds.
-  PythonObjectPtr forward = TakeEntry(forward_pool_, name);
-  PythonObjectPtr backward = TakeEntry(backward_pool_, name);
+  PythonObjectPtr forward(nullptr, DecrefPythonObject);
+  PythonObjectPtr backward(nullptr, DecrefPythonObject);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    forward = TakeEntry(forward_pool_, name);
+    backward = TakeEntry(backward_pool_, name);
+  }
   return forward != nullptr;
 }
 
@@ -77,20 +92,26 @@ std::size_t FunctionPool::UnregisterAll() {
   // caller holds the GIL and the pool is already empty (see TakeEntry).
   std::unordered_map<std::string, PythonObjectPtr> forward;
   std::unordered_map<std::string, PythonObjectPtr> backward;
-  forward.swap(forward_pool_);
-  backward.swap(backward_pool_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    forward.swap(forward_pool_);
+    backward.swap(backward_pool_);
+  }
   return forward.size();
 }
 
 PyObject* FunctionPool::GetForward(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mutex_);
   return Lookup(forward_pool_, name);
 }
 
 PyObject* FunctionPool::GetBackward(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mutex_);
   return Lookup(backward_pool_, name);
 }
 
 std::vector<std::string> FunctionPool::Names() const {
+  std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::string> names;
   names.reserve(forward_pool_.size());
   for (const auto& entry : forward_pool_) {

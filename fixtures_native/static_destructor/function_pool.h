@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -48,7 +49,10 @@ class FunctionPool final {
   PyObject* GetForward(const std::string& name) const;
   PyObject* GetBackward(const std::string& name) const;
 
-  std::size_t Size() const { return forward_pool_.size(); }
+  std::size_t Size() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return forward_pool_.size();
+  }
   std::vector<std::string> Names() const;
 
  private:
@@ -59,8 +63,11 @@ class FunctionPool final {
   FunctionPool(const FunctionPool&) = delete;
   FunctionPool& operator=(const FunctionPool&) = delete;
 
-  // Every method is called from the module's functions with the GIL held,
-  // which serialises them; the pool needs no lock of its own.
+  // With the GIL the module's functions are serialised; a free-threaded build
+  // runs them at once (the module declares Py_MOD_GIL_NOT_USED), so every method
+  // holds this lock, and none releases a Python object under it (a __del__ may
+  // call back into the pool).
+  mutable std::mutex mutex_;
   std::unordered_map<std::string, PythonObjectPtr> forward_pool_;
   std::unordered_map<std::string, PythonObjectPtr> backward_pool_;
 };
