@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -43,6 +44,11 @@ class Interpreter:
     @property
     def short_version(self) -> tuple[int, int]:
         return (self.version[0], self.version[1])
+
+    @property
+    def free_threaded(self) -> bool:
+        """A free-threaded build (``--disable-gil``, SOABI ``cpython-313t-...``): its GIL is off unless turned on."""
+        return re.match(r"cpython-\d+t-", self.soabi) is not None
 
     @property
     def version_text(self) -> str:

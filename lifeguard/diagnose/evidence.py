@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Event, RunResult, StderrLine, ThreadRef
-from lifeguard.model.stacks import Frame, ProcessStacks, ThreadStack, base_function
+from lifeguard.model.stacks import ATTACH_WAITING, Frame, ProcessStacks, ThreadStack, base_function
 
 # Native functions a thread sits in while it blocks (libc spellings vary by version).
 WAIT_FUNCTIONS = (
@@ -210,13 +210,15 @@ PYTHON_ENTRY_FUNCTIONS = ("_PyEval_Vector", "_PyEval_EvalFrameDefault", "PyObjec
 
 
 def waits_for(thread: ThreadStack) -> str | None:
-    """What a thread waits for to run Python: "gil", "runtime-lock" (HEAD_LOCK), or None."""
+    """What a thread waits for to run Python: "gil", "runtime-lock" (HEAD_LOCK), "attach" (a free-threaded
+    interpreter without a GIL: a stop-the-world pause holds it off), or None."""
+    waiting = "attach" if thread.gil == ATTACH_WAITING else "gil"
     if has_frame(thread, ("take_gil",)):
-        return "gil"
+        return waiting
     if has_frame(thread, ("PyGILState_Ensure",)) and has_frame(thread, RUNTIME_LOCK_FUNCTIONS):
         return "runtime-lock"
     if has_frame(thread, GIL_WAIT_FUNCTIONS):
-        return "gil"
+        return waiting
     return None
 
 

@@ -6,6 +6,7 @@ Passing runs never get here, so they pay nothing for any of it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,12 +14,13 @@ from lifeguard.capture.cores import core_setup
 from lifeguard.capture.native import analyse_crash_cores, gdb_missing_note, merge_python_stacks, replay_under_gdb
 from lifeguard.child.protocol import CORES_ON, FORKED, STDERR_FILE
 from lifeguard.diagnose import diagnose
-from lifeguard.diagnose.messages import scan_file
+from lifeguard.diagnose.messages import GIL_ENABLED, identify, scan_file
 from lifeguard.diagnose.stack_phase import observed_phase
 from lifeguard.diagnose.view import stacks_view
 from lifeguard.model.outcomes import Outcome, Phase
-from lifeguard.model.result import Finding, RunResult
+from lifeguard.model.result import Finding, RunResult, StderrLine
 from lifeguard.model.run import BacktraceMethod, RunKind, RunSpec
+from lifeguard.model.stacks import without_gil
 from lifeguard.run.classify import phase_of
 from lifeguard.run.launch import core_files
 
@@ -78,6 +80,10 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
         if any(e.pid == pid for e in result.events):
             phase = phase_of(list(result.events), pid)
     messages = scan_file(spec.run_dir / STDERR_FILE)
+    if gil_was_off(spec, messages):
+        executable = os.path.realpath(spec.interpreter.executable)
+        backtraces = [without_gil(p) if p.exe is None or os.path.realpath(p.exe) == executable else p
+                      for p in backtraces]
     result = replace(result, outcome=outcome, phase=phase, reason=reason, backtraces=tuple(backtraces),
                      notes=tuple(notes), stderr_messages=messages)
     if (observed := observed_phase(result)) is not None:  # the stacks outrank what the process said of itself
@@ -89,6 +95,16 @@ def explain(spec: RunSpec, result: RunResult) -> RunResult:
         findings = (Finding("internal", f"diagnosis failed: {exc!r}", ""),)
     result = replace(result, findings=findings)
     return replace(result, evidence={**result.evidence, **write_artifacts(result)})
+
+
+def gil_was_off(spec: RunSpec, messages: tuple[StderrLine, ...]) -> bool:
+    """A free-threaded interpreter whose GIL stayed off: not turned on by PYTHON_GIL=1, -X gil=1, or a module
+    that does not declare Py_mod_gil (which CPython says on stderr)."""
+    if not spec.interpreter.free_threaded:
+        return False
+    if {**os.environ, **spec.env}.get("PYTHON_GIL") == "1" or "gil=1" in "".join(spec.python_flags).replace(" ", ""):
+        return False
+    return not any((m := identify(line.text)) is not None and m.about == GIL_ENABLED for line in messages)
 
 
 def no_core_note(result: RunResult) -> str:

@@ -45,6 +45,8 @@ _HEAP = "Run with PYTHONMALLOC=debug (or under valgrind / ASan) to stop at the f
 _THREAD = ("An object was used or destroyed on a thread that does not own it: hand its destruction to the owning "
            "thread, or stop the threads before the object goes away.")
 
+# What a free-threaded interpreter prints when a module turns its GIL on (LibraryMessage.about).
+GIL_ENABLED = "gil-enabled"
 # A line that speaks of fork (the shape entries below; fork-runtime's child that its library ended).
 FORK_WORDS = r"\bfork(s|ed|ing)?\b|fork\(\)"
 
@@ -110,6 +112,11 @@ MESSAGES: tuple[LibraryMessage, ...] = (
        r"Illegal instruction)", "faulthandler's report of the fatal signal", "", crash_marker=True),
     _m("CPython", r"^Exception ignored (in|on|while)", "Python ignored an exception (often during shutdown)",
        "Read the traceback under it: it is often the first sign of the shutdown order going wrong."),
+    # Not a cause: a free-threaded interpreter says its GIL is on from here (so threads' states are a GIL's).
+    _m("CPython", r"The global interpreter lock \(GIL\) has been enabled",
+       "a free-threaded interpreter turned its GIL on to load a module that does not declare it can run without "
+       "one", "Declare Py_mod_gil (Py_MOD_GIL_NOT_USED) once the module is safe without the GIL; PYTHON_GIL=0 keeps "
+       "the GIL off to test it.", about=GIL_ENABLED),
     # By shape, for the libraries no entry above names (last, so a named entry wins): a message at the start
     # of a line (not a traceback's indented source) that says it is fatal, or that warns about fork, threads
     # or the interpreter's shutdown.
@@ -197,7 +204,7 @@ def library_quotes(lines: tuple[StderrLine, ...]) -> list[Quote]:
 def cause_quote(lines: tuple[StderrLine, ...]) -> Quote | None:
     """The message most likely to be the cause: the first fatal one, else the first warning about fork,
     threads or shutdown, else the first ignored exception."""
-    quotes = library_quotes(lines)
+    quotes = [q for q in library_quotes(lines) if q.message.about != GIL_ENABLED]
     ignored = [q for q in quotes if q.line.text.startswith("Exception ignored")]
     warnings = [q for q in quotes if q.message.about == "warning"]
     fatal = [q for q in quotes if q not in ignored and q not in warnings]

@@ -70,6 +70,8 @@ def _kind(thread: ThreadStack) -> str:
     syscall = thread.kernel.syscall if thread.kernel is not None else None
     if waits_for(thread) == "gil":
         return "the GIL"
+    if waits_for(thread) == "attach":
+        return "attaching to the interpreter"
     if has_frame(thread, JOIN_FUNCTIONS):
         return "a join"
     if has_frame(thread, MUTEX_FUNCTIONS):

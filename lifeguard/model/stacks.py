@@ -17,7 +17,7 @@ import enum
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lifeguard.model.kernel import KernelState
@@ -58,6 +58,10 @@ GIL_HELD = "held"
 GIL_WAITING = "waiting"
 GIL_RELEASED = "released"
 GIL_STATES = (GIL_HELD, GIL_WAITING, GIL_RELEASED)
+# A free-threaded interpreter with its GIL off has no GIL: a thread in PyGILState_Ensure and its kind waits to
+# attach its thread state (held off by a stop-the-world pause or the runtime's lock); which threads are attached
+# no reader tells, so the others have no state.
+ATTACH_WAITING = "waiting to attach"
 
 # Native functions that are on a stack only while the thread acquires the GIL:
 # the MXNet fork deadlock shows a native thread parked in PyGILState_Ensure ->
@@ -139,7 +143,7 @@ class ThreadStack:
 
     tid: int  # kernel thread id (LWP)
     name: str | None = None  # /proc/PID/task/TID/comm
-    gil: str | None = None  # "held" / "waiting" / "released"; None when unknown
+    gil: str | None = None  # "held" / "waiting" / "released" / ATTACH_WAITING; None when unknown
     frames: tuple[Frame, ...] = ()
     # pthread_t of the thread: what faulthandler prints as "Thread 0x...", and
     # what CPython stores in PyThreadState.thread_id.
@@ -155,7 +159,10 @@ class ThreadStack:
         text = f"Thread {self.tid}" + (f' "{self.name}"' if self.name else "")
         if pthread and self.pthread_id is not None:
             text += f" (pthread 0x{self.pthread_id:x})"
-        text += f" GIL {self.gil}" if self.gil is not None else ""
+        if self.gil == ATTACH_WAITING:
+            text += f" {ATTACH_WAITING}"
+        elif self.gil is not None:
+            text += f" GIL {self.gil}"
         return text + (f", {self.kernel.label()}" if self.kernel is not None else "")
 
     def function_names(self) -> list[str]:
@@ -211,6 +218,7 @@ class ProcessStacks:
     backend: Backend = Backend.GDB  # what produced the native stacks
     python_gdb: bool = False  # Python frames from the interpreter's python-gdb extension
     faulthandler: bool = False  # Python frames merged in from a faulthandler dump
+    free_threaded: bool = False  # a free-threaded interpreter whose GIL was off: no thread holds a GIL
     threads: tuple[ThreadStack, ...] = ()
     error: str | None = None  # capture failed (attach refused, no such process, timeout)
     signal: SignalInfo | None = None  # cores only
@@ -241,6 +249,7 @@ class ProcessStacks:
             "exe": self.exe,
             "cmdline": list(self.cmdline),
             "backend": self.backend_label,
+            **({"free_threaded": True} if self.free_threaded else {}),
             "threads": [t.to_dict() for t in self.threads],
             "error": self.error,
             "signal": self.signal.to_dict() if self.signal else None,
@@ -260,6 +269,7 @@ class ProcessStacks:
             backend=Backend(label[0]),
             python_gdb="python-gdb" in label,
             faulthandler="faulthandler" in label,
+            free_threaded=data.get("free_threaded") is True,
             threads=tuple(ThreadStack.from_dict(t) for t in data.get("threads", ())),
             error=data.get("error"),
             signal=SignalInfo.from_dict(signal) if signal else None,
@@ -291,6 +301,19 @@ def infer_gil(
     if gil_locked and gil_holder is None:
         return None  # locked, but by whom is unreadable
     return GIL_RELEASED
+
+
+FREE_THREADED_NOTE = ("a free-threaded interpreter with its GIL off: no thread holds a GIL; a thread entering "
+                      "Python waits to attach (a stop-the-world pause or the runtime's lock holds it off)")
+
+
+def without_gil(process: ProcessStacks) -> ProcessStacks:
+    """A process of a free-threaded interpreter whose GIL is off, as its readers cannot tell: what they took for
+    waiting on the GIL is waiting to attach, and no thread holds or released a GIL."""
+    if process.free_threaded:
+        return process
+    threads = tuple(replace(t, gil=ATTACH_WAITING if t.gil == GIL_WAITING else None) for t in process.threads)
+    return replace(process, free_threaded=True, threads=threads, notes=(FREE_THREADED_NOTE, *process.notes))
 
 
 def _short_library(path: str) -> str:
@@ -357,7 +380,7 @@ def processes_from_json(data: Iterable[Mapping[str, Any]]) -> list[ProcessStacks
 
 
 __all__ = [
-    "EVAL_FRAME_FUNCTION", "GIL_ACQUIRE_FUNCTIONS", "GIL_HELD", "GIL_RELEASED", "GIL_STATES", "GIL_WAITING",
-    "Frame", "ProcessStacks", "ThreadStack", "base_function", "infer_gil", "processes_from_json",
-    "processes_to_json", "render_text", "is_harness_file", "is_user_file",
+    "ATTACH_WAITING", "EVAL_FRAME_FUNCTION", "GIL_ACQUIRE_FUNCTIONS", "GIL_HELD", "GIL_RELEASED", "GIL_STATES",
+    "GIL_WAITING", "Frame", "ProcessStacks", "ThreadStack", "base_function", "infer_gil", "processes_from_json",
+    "processes_to_json", "render_text", "is_harness_file", "is_user_file", "without_gil",
 ]

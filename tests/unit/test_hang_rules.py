@@ -1,12 +1,14 @@
 """The hang rules on real captured evidence (tests/data/hangs/, kept with benchmarks/save_evidence.py from
 real runs of the programs tests/integration/test_thread_state.py builds; joinstate.json from
-tests/integration/test_wait_for.py's run on CPython 3.14 and glibc 2.41, in scripts/py314-chroot.sh's chroot):
+tests/integration/test_wait_for.py's run on CPython 3.14 and glibc 2.41, in scripts/py314-chroot.sh's chroot;
+fork_gil_freethreaded.json from the bundled fork deadlock on its free-threaded build):
 each hang explained by its own rule, the culprit first on the terminal, no "busy loop" where every thread
 sleeps."""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pytest
 from lifeguard.diagnose import diagnose
 from lifeguard.diagnose.view import stacks_view
 from lifeguard.model.result import RunResult
+from lifeguard.model.stacks import FREE_THREADED_NOTE, ProcessStacks, render_text, without_gil
 from lifeguard.report.text import evidence_text
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "hangs"
@@ -120,3 +123,25 @@ def test_the_hang_rules_say_nothing_of_a_run_that_did_not_hang(name: str) -> Non
             check = importlib.import_module(f"lifeguard.diagnose.rules.{rule}").check
             assert check(other) == [], (rule, outcome)
     assert any(importlib.import_module(f"lifeguard.diagnose.rules.{rule}").check(hung) for rule in HANG_RULES)
+
+
+def test_a_free_threaded_interpreter_without_its_gil_is_described_without_one() -> None:
+    """The bundled fork deadlock on a free-threaded CPython 3.13.15 (GIL off), as pystack read it: its labels
+    are a GIL's ("GIL waiting" on the worker in PyGILState_Ensure). Marked free-threaded (explain does so when
+    the run's interpreter is one and nothing turned the GIL on), no thread, finding or fix speaks of a GIL."""
+    gil_word = re.compile(r"\bGIL\b")
+    raw = evidence("fork_gil_freethreaded")
+    assert "GIL waiting" in render_text(raw.backtraces)
+    [as_read] = diagnose(raw)
+    assert gil_word.search(as_read.hint), as_read.hint
+
+    processes = tuple(without_gil(p) for p in raw.backtraces)
+    text = render_text(processes)
+    assert not gil_word.search(text.replace(FREE_THREADED_NOTE, "").replace("PyGILState", "")), text
+    assert "waiting to attach" in text and FREE_THREADED_NOTE in text
+    [finding] = diagnose(replace(raw, backtraces=processes))
+    assert finding.kind == "fork-deadlock"
+    assert "HEAD_LOCK" in finding.summary and "pthread_atfork prepare handler" in finding.summary
+    for said in (finding.summary.replace("PyGILState", ""), finding.hint):
+        assert not gil_word.search(said), said
+    assert all(ProcessStacks.from_dict(p.to_dict()) == p for p in processes)

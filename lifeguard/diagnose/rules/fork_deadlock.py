@@ -43,6 +43,16 @@ HINT_RUNTIME_LOCK = ("Stop the threads that may call into Python before fork() s
                      "os.register_at_fork(before=...) while only the GIL is held: since CPython 3.13 "
                      "os.fork() also holds the runtime's thread-state lock, so releasing the GIL around the join "
                      "in a pthread_atfork handler is not enough.")
+# A free-threaded interpreter with its GIL off: os.fork() stops the world and holds the runtime's lock instead.
+HINT_PREPARE_FREE_THREADED = (
+    "Do not block on other threads in a pthread_atfork prepare handler while they may call into Python: os.fork() "
+    "pauses every thread that runs Python (a stop-the-world pause) and holds the runtime's thread-state lock "
+    "across fork(). Stop the workers before os.fork() (os.register_at_fork(before=...)) and restart them in the "
+    "child.")
+HINT_RUNTIME_LOCK_FREE_THREADED = (
+    "Stop the threads that may call into Python before fork() starts, from os.register_at_fork(before=...): "
+    "os.fork() holds the runtime's thread-state lock across fork() (CPython 3.13+), so a pthread_atfork handler "
+    "that waits for a thread that is creating its thread state waits forever.")
 HINT_CHILD = ("A forked child inherits locks held by threads that do not exist in it. Fork before starting "
               "threads, use the 'spawn'/'forkserver' start method, or reset the lock with os.register_at_fork.")
 
@@ -61,23 +71,29 @@ def check(evidence: Evidence) -> list[Finding]:
         caller = caller_outside(thread, blocked[0] if blocked else 0, skip=FORK_FUNCTIONS)
         in_handler = has_frame(thread, ("__run_fork_handlers", "__run_prefork_handlers"))
         involved = [thread_ref(process, thread, "forking")]
-        hint = HINT_PREPARE
+        free = process.free_threaded
+        hint = HINT_PREPARE_FREE_THREADED if free else HINT_PREPARE
         others = [(t, waits_for(t)) for t in process.threads if t.tid != thread.tid]
         blocked_others = [(t, kind) for t, kind in others if kind is not None]
         detail = ""
         if blocked_others:
             other, kind = blocked_others[0]
-            involved.append(thread_ref(process, other, "waits for " + ("the GIL" if kind == "gil" else "HEAD_LOCK")))
+            waited = {"gil": "the GIL", "attach": "the stop-the-world pause"}.get(kind or "", "HEAD_LOCK")
+            involved.append(thread_ref(process, other, f"waits for {waited}"))
             entry = first_frame(other, ("PyGILState_Ensure",)) or first_frame(other, GIL_WAIT_FUNCTIONS)
             other_caller = caller_outside(other, entry[0] if entry else 0, skip=GIL_WAIT_FUNCTIONS)
             if kind == "gil":
                 detail = (f"; thread {other.tid} waits for the GIL the forking thread holds "
                           f"({describe(entry[1]) if entry else 'take_gil'}, called from {describe(other_caller)})")
+            elif kind == "attach":
+                detail = (f"; thread {other.tid} waits to attach to the interpreter "
+                          f"({describe(entry[1]) if entry else 'PyGILState_Ensure'}, called from "
+                          f"{describe(other_caller)}), which the forking thread's stop-the-world pause holds off")
             else:
                 detail = (f"; thread {other.tid} waits in PyGILState_Ensure -> new_threadstate for the "
                           f"runtime's thread-state lock (HEAD_LOCK), which os.fork() holds across fork() "
                           f"(CPython 3.13+), called from {describe(other_caller)}")
-                hint = HINT_RUNTIME_LOCK
+                hint = HINT_RUNTIME_LOCK_FREE_THREADED if free else HINT_RUNTIME_LOCK
         where = " in a pthread_atfork prepare handler" if in_handler else ""
         summary = (f"deadlock in fork: thread {thread.tid} of process {process.pid} is inside fork() and blocks "
                    f"in {waits}, called from {describe(caller)}{where}{detail}")

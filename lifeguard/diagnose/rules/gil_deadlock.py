@@ -42,6 +42,8 @@ def waits_on_thread(thread: ThreadStack) -> bool:
 def check(evidence: Evidence) -> list[Finding]:
     findings = []
     for process in evidence.hung_processes:
+        if process.free_threaded:
+            continue  # no GIL to close a cycle with
         # Waiting for the GIL itself (not for HEAD_LOCK inside PyGILState_Ensure: fork-deadlock explains that).
         waiters = [t for t in process.threads if waits_for(t) == "gil"]
         if not waiters:
