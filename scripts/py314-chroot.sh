@@ -124,11 +124,47 @@ test_in() {
     run_in "$root" /bin/bash -c "cd /root/lifeguard && $command"
 }
 
+# What a CPython build needs for the modules lifeguard and its tests use (ctypes, ssl for pip, sqlite3...).
+freethreaded_deps="dpkg-dev xz-utils libffi-dev libssl-dev zlib1g-dev libbz2-dev liblzma-dev libsqlite3-dev"
+freethreaded_deps="$freethreaded_deps libreadline-dev uuid-dev libexpat1-dev libzstd-dev pkg-config"
+
+build_freethreaded() {
+    local root=$1 started=$SECONDS prefix=/opt/python-freethreaded
+    make_root "$root" >/dev/null
+    if [ -e "$root$prefix/.lifeguard-ready" ]; then ls "$root$prefix"/bin/python3.*t; return; fi
+    echo "deb-src $(mirror) sid main" >"$root/etc/apt/sources.list.d/lifeguard-src.list"
+    run_in "$root" /bin/bash -c "set -e
+        apt-get update -q >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $freethreaded_deps >/dev/null
+        rm -rf /root/build-freethreaded $prefix && mkdir -p /root/build-freethreaded && cd /root/build-freethreaded
+        # A mirror may list sources it no longer serves: the newest that downloads.
+        for package in python3.14 python3.13; do
+            for version in \$(apt-cache showsrc \$package | sed -n 's/^Version: //p' | sort -rV); do
+                apt-get source --download-only -q \$package=\$version >/dev/null 2>&1 && break 2
+            done
+        done
+        tar xf python3.1*.orig.tar.* && cd Python-3.*/
+        echo \"building \$(basename \$PWD) with --disable-gil\"
+        ./configure -q --disable-gil --enable-shared --prefix=$prefix LDFLAGS=-Wl,-rpath,$prefix/lib >/dev/null
+        make -s -j\$(nproc) >/dev/null 2>make.log || { tail -n 30 make.log; exit 1; }
+        make -s install >/dev/null 2>>make.log
+        exe=\$(ls $prefix/bin/python3.*t)
+        # python-gdb beside the executable and the library, where lifeguard (and gdb) look for it.
+        cp Tools/gdb/libpython.py \$exe-gdb.py
+        for library in $prefix/lib/libpython3.*t.so.1.0; do cp Tools/gdb/libpython.py \$library-gdb.py; done
+        \$exe -VV
+        touch $prefix/.lifeguard-ready" >"$root.freethreaded.log" 2>&1 ||
+        die "building the free-threaded interpreter failed: see $root.freethreaded.log"
+    echo "py314-chroot: built $(tail -n 1 "$root.freethreaded.log") in $((SECONDS - started)) s" >&2
+    ls "$root$prefix"/bin/python3.*t
+}
+
 case "${1:-}" in
     make) make_root "${2:-$default_root}" ;;
     run) [ $# -ge 2 ] || die "usage: $0 run ROOT [--] CMD..."; root=$2; shift 2; run_in "$root" "$@" ;;
     umount) umount_all "${2:-$default_root}" ;;
+    freethreaded) build_freethreaded "${2:-$default_root}" ;;
     test) shift; root=$default_root; if [ -n "${1:-}" ] && [ "${1#-}" = "$1" ] && [ "${1#tests}" = "$1" ]; then
               root=$1; shift; fi; test_in "$root" "$@" ;;
-    *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -4,8 +4,11 @@ as one on another thread (what made wrong-thread-gc blame "MainThread"). A real 
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
+
+import pytest
 
 from tests.helpers import load_report, run_cli
 
@@ -49,6 +52,9 @@ print("collector", seen[0], file=sys.stderr)
 """
 
 
+@pytest.mark.skipif(importlib.util.find_spec("gevent") is None,
+                    reason="gevent is not installed (the test extra has it; a free-threaded interpreter's "
+                           "test-freethreaded extra cannot build it)")
 def test_collections_are_placed_by_kernel_thread_id_under_gevent(tmp_path: Path) -> None:
     script = tmp_path / "program.py"
     script.write_text(PROGRAM)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
+
+import pytest
 
 from tests.helpers import ROOT
 
@@ -20,6 +23,9 @@ def test_ruff_clean() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.skipif(importlib.util.find_spec("mypy") is None,
+                    reason="mypy is not installed (the test extra has it; a free-threaded interpreter's "
+                           "test-freethreaded extra cannot build it)")
 def test_mypy_strict_clean() -> None:
     # The settings ([tool.mypy] in pyproject.toml: strict, and why gdb_script.py is left out) live in one place.
     proc = _run("mypy", "lifeguard")

@@ -273,7 +273,16 @@ def check_pip(words: list[str]) -> list[str]:
 @cache
 def extra_tools() -> frozenset[str]:
     """The commands the `test` extra installs (its requirements' names)."""
-    return frozenset(Requirement(text).name for text in _project()["optional-dependencies"]["test"])
+    extras = _project()["optional-dependencies"]
+    names: set[str] = set()
+    pending = ["test"]
+    while pending:  # the extra's own lifeguard[...] parts included
+        for requirement in map(Requirement, extras[pending.pop()]):
+            if requirement.name == "lifeguard":
+                pending.extend(requirement.extras)
+            else:
+                names.add(requirement.name)
+    return frozenset(names)
 
 
 def check_script(path: str, args: list[str]) -> list[str]:
