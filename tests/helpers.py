@@ -12,6 +12,7 @@ import os
 import shlex
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,6 +20,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# The interpreter running the tests is free-threaded (--disable-gil): programs whose threads hold and wait for a
+# GIL show nothing there.
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+NEEDS_GIL = "its program's threads hold and wait for a GIL: a free-threaded interpreter has none"
 CLI_TIMEOUT = 120.0
 COMPILE_TIMEOUT = 120.0
 # How a deadline is derived from the measured start-up: a run's own start-up (interpreter, bootstrap,

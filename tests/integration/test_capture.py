@@ -38,7 +38,7 @@ from lifeguard.model.stacks import (
     ThreadStack,
     render_text,
 )
-from tests.helpers import crash_with_core, pyenv_python, real_python
+from tests.helpers import FREE_THREADED, NEEDS_GIL, crash_with_core, pyenv_python, real_python
 
 READY_TIMEOUT = 20.0  # a child reaching its hang; generous for a loaded CI machine
 CAPTURE_TIMEOUT = 30.0  # one gdb capture; far above the ~0.5 s it takes
@@ -248,6 +248,7 @@ def by_role(stacks: ProcessStacks, child: Child) -> dict[str, ThreadStack]:
     return threads
 
 
+@pytest.mark.skipif(FREE_THREADED, reason=NEEDS_GIL)
 @pytest.mark.parametrize("python", interpreters(), ids=version_id)
 def test_live_capture_of_hung_threads(python: str, tmp_path: Path) -> None:
     child = start_hung(python, tmp_path)
@@ -298,6 +299,7 @@ def test_live_capture_of_hung_threads(python: str, tmp_path: Path) -> None:
         kill_group(child.process)
 
 
+@pytest.mark.skipif(FREE_THREADED, reason=NEEDS_GIL)
 def test_faulthandler_dump_gives_python_frames_without_python_gdb(tmp_path: Path) -> None:
     child = start_hung(real_python(), tmp_path, faulthandler_pipe=True)
     assert child.dump_reader is not None
@@ -339,6 +341,7 @@ def test_faulthandler_dump_gives_python_frames_without_python_gdb(tmp_path: Path
         kill_group(child.process)
 
 
+@pytest.mark.skipif(FREE_THREADED, reason=NEEDS_GIL)
 def test_parallel_capture_of_several_processes(tmp_path: Path) -> None:
     children: list[Child] = []
     try:

@@ -36,7 +36,7 @@ from lifeguard.capture.native import (
 from lifeguard.capture.pystack_backend import analyse_core_pystack, capture_pystack, pystack_available
 from lifeguard.model.stacks import GIL_HELD, GIL_RELEASED, GIL_WAITING, ProcessStacks, ThreadStack, base_function
 from lifeguard.run.supervise import HangContext
-from tests.helpers import ROOT, crash_with_core, pyenv_python, real_python, run_cli
+from tests.helpers import FREE_THREADED, NEEDS_GIL, ROOT, crash_with_core, pyenv_python, real_python, run_cli
 from tests.integration.test_capture import (
     BLOCKED_ON_LOCK,
     CRASH_PROGRAM,
@@ -175,6 +175,7 @@ def start_hung_asleep(python: str, tmp_path: Path) -> Child:
     return child
 
 
+@pytest.mark.skipif(FREE_THREADED, reason=NEEDS_GIL)
 @needs_pystack
 @pytest.mark.parametrize("python", interpreters(), ids=version_id)
 def test_pystack_reads_threads_blocking_calls_python_frames_and_the_gil(python: str, tmp_path: Path) -> None:
@@ -407,7 +408,8 @@ def test_pystack_reads_a_crash_core(tmp_path: Path) -> None:
     assert stacks.backend_label == "pystack-core" and stacks.pid == pid
     assert stacks.signal is not None and stacks.signal.name == "SIGSEGV" and stacks.signal.address == "0x0"
     crashed = stacks.thread(stacks.signal.tid or -1)
-    assert crashed is not None and crashed.tid == pid and crashed.gil == GIL_HELD
+    assert crashed is not None and crashed.tid == pid
+    assert crashed.gil == GIL_HELD or FREE_THREADED  # pystack reads no holder where there is no GIL
     names = crashed.function_names()
     assert any("strlen" in name for name in names[:3]) and "string_at" in names, names
     assert python_names(crashed)[-2:] == ["crash_now", "<module>"]
