@@ -1,7 +1,8 @@
 """The hang rules on real captured evidence (tests/data/hangs/, kept with benchmarks/save_evidence.py from
 real runs of the programs tests/integration/test_thread_state.py builds; joinstate.json from
 tests/integration/test_wait_for.py's run on CPython 3.14 and glibc 2.41, in scripts/py314-chroot.sh's chroot;
-fork_gil_freethreaded.json from the bundled fork deadlock on its free-threaded build):
+fork_gil_freethreaded.json from the bundled fork deadlock on its free-threaded build, forkgil_nolibcdbg.json
+on 3.14 with libc6-dbg removed):
 each hang explained by its own rule, the culprit first on the terminal, no "busy loop" where every thread
 sleeps."""
 
@@ -43,6 +44,10 @@ CASES = {
                                    "none of them exists in the child"]),
     # glibc 2.41+ (Debian sid, CPython 3.14): pthread_join waits on the joined thread's join state, not its tid;
     # the joined thread is the one whose stack's mapping holds that word.
+    # The bundled fork deadlock on CPython 3.14 without libc's debug symbols: glibc's handler runner is "??",
+    # and the handler's own frames inside fork() still place the join in a pthread_atfork handler.
+    "forkgil_nolibcdbg": (["fork-deadlock"], ["in a pthread_atfork handler", "CallbackPool::StopLocked()",
+                                              "HEAD_LOCK"]),
     "joinstate": (["lock-cycle"], ["thread 20406 joins thread 20413, in stop_drainer (locks.c:35)",
                                    "thread 20413 waits for a mutex that thread 20406 holds, in drainer (locks.c:29)"]),
 }

@@ -69,7 +69,7 @@ def check(evidence: Evidence) -> list[Finding]:
         blocked = blocking_call(thread)
         waits = describe(blocked[1]) if blocked else "a blocking call"
         caller = caller_outside(thread, blocked[0] if blocked else 0, skip=FORK_FUNCTIONS)
-        in_handler = has_frame(thread, ("__run_fork_handlers", "__run_prefork_handlers"))
+        in_handler = _in_atfork_handler(thread, fork_at[0])
         involved = [thread_ref(process, thread, "forking")]
         free = process.free_threaded
         hint = HINT_PREPARE_FREE_THREADED if free else HINT_PREPARE
@@ -94,11 +94,17 @@ def check(evidence: Evidence) -> list[Finding]:
                           f"runtime's thread-state lock (HEAD_LOCK), which os.fork() holds across fork() "
                           f"(CPython 3.13+), called from {describe(other_caller)}")
                 hint = HINT_RUNTIME_LOCK_FREE_THREADED if free else HINT_RUNTIME_LOCK
-        where = " in a pthread_atfork prepare handler" if in_handler else ""
+        where = {"prepare": " in a pthread_atfork prepare handler", "handler": " in a pthread_atfork handler"}.get(
+            in_handler or "", "")
         summary = (f"deadlock in fork: thread {thread.tid} of process {process.pid} is inside fork() and blocks "
                    f"in {waits}, called from {describe(caller)}{where}{detail}")
+        seen = [f"thread {thread.tid} of process {process.pid}: {how_blocked(thread)}, inside "
+                f"{describe(fork_at[1])}" + (" in a pthread_atfork handler's code" if in_handler else "")]
+        seen += [f"thread {other.tid}: {how_blocked(other)}, in {describe(entry[1])}" for other, kind in
+                 blocked_others[:1] if (entry := first_frame(other, GIL_WAIT_FUNCTIONS)) is not None]
         findings.append(Finding(kind=KIND, summary=summary, hint=hint, threads=tuple(involved),
-                                frames=tuple(str(f) for f in thread.frames[: fork_at[0] + 1] if not f.is_python)))
+                                frames=tuple(str(f) for f in thread.frames[: fork_at[0] + 1] if not f.is_python),
+                                evidence=tuple(seen)))
     for process in evidence.processes:
         record = records.get(process.pid)
         if record is None:
@@ -120,6 +126,21 @@ def check(evidence: Evidence) -> list[Finding]:
                     kind=KIND, summary=f"forked child {pid} is blocked acquiring a lock (Python stack)",
                     hint=HINT_CHILD, details={"confidence": "python stack only"}))
     return findings
+
+
+_LIBC = ("libc.so", "libc-", "libpthread", "ld-linux")
+
+
+def _in_atfork_handler(thread: ThreadStack, fork_index: int) -> str | None:
+    """"prepare" when glibc's handler runner is named, "handler" when only its shape shows: inside fork() libc
+    calls no code of anyone else but pthread_atfork handlers (without libc's debug symbols the runner is "??"),
+    so a frame of another library there is a handler's; None when neither."""
+    if has_frame(thread, ("__run_fork_handlers", "__run_prefork_handlers")):
+        return "prepare"
+    inside = [f for f in thread.frames[:fork_index] if not f.is_python and f.library]
+    if any(not f.in_interpreter and not (f.library or "").rsplit("/", 1)[-1].startswith(_LIBC) for f in inside):
+        return "handler"
+    return None
 
 
 def _inherited_lock(evidence: Evidence, process: ProcessStacks, thread: ThreadStack, at: int, lock: Frame,
