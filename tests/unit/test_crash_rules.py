@@ -14,6 +14,7 @@ from lifeguard.diagnose import diagnose
 from lifeguard.diagnose.messages import cause_quote, identify, scan_lines
 from lifeguard.model.result import RunResult
 from lifeguard.model.signals import SignalInfo
+from lifeguard.model.stacks import without_gil
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "crashes"
 
@@ -154,3 +155,14 @@ def test_a_forked_child_ended_by_its_library_is_quoted_before_pythons_fork_warni
         assert 'after a library said: "mypool: fork() called after the pool started' in finding.summary, \
             finding.summary
         assert "DeprecationWarning" not in finding.summary
+
+
+def test_a_daemon_thread_ended_without_a_gil_is_told_to_check_before_attaching() -> None:
+    """The same evidence as if its interpreter were free-threaded with the GIL off (explain marks it so): the
+    fix speaks of attaching to the interpreter, not of a GIL."""
+    run = evidence("daemon_exit")
+    [as_is] = [f for f in diagnose(run) if f.kind == "daemon-thread-at-finalization"]
+    assert "before taking the GIL" in as_is.hint
+    free = replace(run, backtraces=tuple(without_gil(p) for p in run.backtraces))
+    [finding] = [f for f in diagnose(free) if f.kind == "daemon-thread-at-finalization"]
+    assert "before attaching to the interpreter" in finding.hint and "the GIL" not in finding.hint

@@ -20,6 +20,8 @@ KIND = "daemon-thread-at-finalization"
 HINT = ("Stop and join the thread before the interpreter exits (an atexit handler that signals it and joins it, "
         "or a non-daemon thread the program joins), so finalization never ends it inside native code; a binding "
         "can also make the thread check Py_IsFinalizing() before taking the GIL.")
+# A free-threaded interpreter without its GIL ends the thread as it attaches its thread state instead.
+HINT_FREE_THREADED = HINT.replace("before taking the GIL", "before attaching to the interpreter (PyGILState_Ensure)")
 THREAD_EXIT_FUNCTIONS = ("PyThread_exit_thread", "pthread_exit", "__pthread_exit", "__do_cancel", "__pthread_unwind",
                          "_Unwind_ForcedUnwind")
 
@@ -62,9 +64,10 @@ def check(evidence: Evidence) -> list[Finding]:
                     f"{where(native)}" + (f", started from Python at {entered}" if entered else ""))
     else:
         summary += (f" was in native code, {where(native)}" + (f", called from Python at {entered}," if entered else "")
-                    + " when the interpreter finalized: a thread that asks for the GIL then is ended "
-                    "(PyThread_exit_thread -> pthread_exit), and the native clean-up run on its way out released "
-                    "Python objects without a thread state")
+                    + " when the interpreter finalized: a thread that "
+                    + ("attaches to the interpreter" if process.free_threaded else "asks for the GIL")
+                    + " then is ended (PyThread_exit_thread -> pthread_exit), and the native clean-up run on its "
+                    "way out released Python objects without a thread state")
     if forced is not None:
         summary += "; the forced unwinding went through native frames that do not allow it, and the process aborted"
     step = cleanup_step(main)
@@ -75,7 +78,7 @@ def check(evidence: Evidence) -> list[Finding]:
     lines = [f"thread {thread.tid}: {str(exit_at[1]) if exit_at else where(native)}"]
     if quote is not None:
         lines.append(f"stderr line {quote.line.number}: {quote.line.text.strip()}")
-    return [Finding(kind=KIND, summary=summary, hint=HINT,
+    return [Finding(kind=KIND, summary=summary, hint=HINT_FREE_THREADED if process.free_threaded else HINT,
                     threads=(thread_ref(process, thread, "daemon thread ended at shutdown"),
                              thread_ref(process, main, "finalizing")),
                     frames=tuple(str(f) for f in thread.frames[exit_at[0] if exit_at else 0:][:6 if exit_at else 12]
