@@ -127,10 +127,10 @@ BLOCKED_ON_LOCK = re.compile(r"futex|sem_\w*wait|__timedwait|pthread_cond_\w*wai
 
 def interpreters() -> list[str]:
     """The interpreter running the tests, plus other CPython versions installed here."""
-    found = [real_python()]
+    found = [real_python()]  # as started (a venv's link keeps its packages); the others resolved
     for version in ("3.10", "3.11", "3.12", "3.13"):
         exe = pyenv_python(version)
-        if exe and os.path.realpath(exe) not in found:
+        if exe and os.path.realpath(exe) not in {os.path.realpath(f) for f in found}:
             found.append(os.path.realpath(exe))
     return found
 
