@@ -222,10 +222,14 @@ def waits_for(thread: ThreadStack) -> str | None:
     return None
 
 
+def in_libc(frame: Frame) -> bool:
+    """A frame of libc, libpthread or the dynamic loader."""
+    return any(part in (frame.library or "") for part in ("libc.so", "libc-", "libpthread", "ld-linux"))
+
+
 def _is_system(frame: Frame) -> bool:
-    library = frame.library or ""
     name = frame.function or ""
-    return (any(part in library for part in ("libc.so", "libc-", "libpthread", "ld-linux"))
+    return (in_libc(frame)
             or name.startswith(("std::", "__", "_"))
             or matches(name, WAIT_FUNCTIONS))
 

@@ -27,6 +27,7 @@ from lifeguard.diagnose.evidence import (
     describe,
     first_frame,
     has_frame,
+    in_libc,
     thread_ref,
     waits_for,
 )
@@ -94,14 +95,13 @@ def check(evidence: Evidence) -> list[Finding]:
                           f"runtime's thread-state lock (HEAD_LOCK), which os.fork() holds across fork() "
                           f"(CPython 3.13+), called from {describe(other_caller)}")
                 hint = HINT_RUNTIME_LOCK_FREE_THREADED if free else HINT_RUNTIME_LOCK
-        where = {"prepare": " in a pthread_atfork prepare handler", "handler": " in a pthread_atfork handler"}.get(
-            in_handler or "", "")
         summary = (f"deadlock in fork: thread {thread.tid} of process {process.pid} is inside fork() and blocks "
-                   f"in {waits}, called from {describe(caller)}{where}{detail}")
+                   f"in {waits}, called from {describe(caller)}{in_handler}{detail}")
         seen = [f"thread {thread.tid} of process {process.pid}: {how_blocked(thread)}, inside "
                 f"{describe(fork_at[1])}" + (" in a pthread_atfork handler's code" if in_handler else "")]
-        seen += [f"thread {other.tid}: {how_blocked(other)}, in {describe(entry[1])}" for other, kind in
-                 blocked_others[:1] if (entry := first_frame(other, GIL_WAIT_FUNCTIONS)) is not None]
+        if blocked_others and (waiting := first_frame(blocked_others[0][0], GIL_WAIT_FUNCTIONS)) is not None:
+            seen.append(f"thread {blocked_others[0][0].tid}: {how_blocked(blocked_others[0][0])}, in "
+                        f"{describe(waiting[1])}")
         findings.append(Finding(kind=KIND, summary=summary, hint=hint, threads=tuple(involved),
                                 frames=tuple(str(f) for f in thread.frames[: fork_at[0] + 1] if not f.is_python),
                                 evidence=tuple(seen)))
@@ -128,19 +128,16 @@ def check(evidence: Evidence) -> list[Finding]:
     return findings
 
 
-_LIBC = ("libc.so", "libc-", "libpthread", "ld-linux")
-
-
-def _in_atfork_handler(thread: ThreadStack, fork_index: int) -> str | None:
-    """"prepare" when glibc's handler runner is named, "handler" when only its shape shows: inside fork() libc
-    calls no code of anyone else but pthread_atfork handlers (without libc's debug symbols the runner is "??"),
-    so a frame of another library there is a handler's; None when neither."""
+def _in_atfork_handler(thread: ThreadStack, fork_index: int) -> str:
+    """Where in fork() the thread blocks: " in a pthread_atfork prepare handler" when glibc's handler runner is
+    named; " in a pthread_atfork handler" when only its shape shows (inside fork() libc calls no code of anyone
+    else but pthread_atfork handlers, and without libc's debug symbols the runner is "??"); "" when neither."""
     if has_frame(thread, ("__run_fork_handlers", "__run_prefork_handlers")):
-        return "prepare"
-    inside = [f for f in thread.frames[:fork_index] if not f.is_python and f.library]
-    if any(not f.in_interpreter and not (f.library or "").rsplit("/", 1)[-1].startswith(_LIBC) for f in inside):
-        return "handler"
-    return None
+        return " in a pthread_atfork prepare handler"
+    if any(not f.is_python and f.library and not f.in_interpreter and not in_libc(f)
+           for f in thread.frames[:fork_index]):
+        return " in a pthread_atfork handler"
+    return ""
 
 
 def _inherited_lock(evidence: Evidence, process: ProcessStacks, thread: ThreadStack, at: int, lock: Frame,
