@@ -119,11 +119,7 @@ test_in() {
     if [ $# -gt 0 ]; then
         command="/opt/venv/bin/python -m pytest -q$(printf ' %q' "$@")"
     else
-        # Left out on 3.14 until fixed (it runs on the host): its crashing test read as hung at its short deadline
-        # in 1 of 4 clean-clone runs here (a crash read slowly under load; seen on the free-threaded build too).
-        local open_defect=test_a_crash_an_exit_or_a_hang_in_a_test_fails_it_and_every_other_test_runs
-        command="/opt/venv/bin/python -m lifeguard run && /opt/venv/bin/python -m pytest -q -rs tests/integration \
-            --deselect tests/integration/test_plugin_groups.py::$open_defect"
+        command="/opt/venv/bin/python -m lifeguard run && /opt/venv/bin/python -m pytest -q -rs tests/integration"
     fi
     # The browser tests of report.html run on the host (CI makes a missing chromium fail them there); the chroot
     # has no chromium, so here they skip, saying so.

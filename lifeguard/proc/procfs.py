@@ -190,6 +190,15 @@ def caught_signals(pid: int) -> int | None:
     return None
 
 
+def core_dumping(pid: int) -> bool:
+    """Is the kernel writing ``pid``'s core now (a crash whose dump has not ended it yet)?"""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return any(line.startswith("CoreDumping:") and line.split()[1:] == ["1"] for line in f)
+    except OSError:
+        return False
+
+
 def signal_caught(pid: int, signum: int) -> bool:
     """Does process ``pid`` have a handler for ``signum``? (Signalling one that
     does not would kill it before its native stacks are captured.)"""

@@ -137,6 +137,7 @@ class ParkedCrashes:
     capture: Capture
     main: int = 0  # the run's own process: not forked from it, so it never parks a SIGTERM
     stacks: list[ProcessStacks] = field(default_factory=list)
+    ended: set[int] = field(default_factory=set)  # the processes sent their parked signal: dying of it now
     _seen: set[tuple[int, int]] = field(default_factory=set)
 
     def look(self, pids: list[int]) -> None:
@@ -169,5 +170,6 @@ class ParkedCrashes:
                 signal.pidfd_send_signal(handle, signum)
             except OSError:
                 pass  # it died of it meanwhile (its sleep ended)
+            self.ended.add(pid)
         finally:
             os.close(handle)

@@ -30,7 +30,7 @@ from lifeguard.model.result import Leftover, RunResult
 from lifeguard.model.run import RunKind, RunSpec
 from lifeguard.proc.handles import ForkedChild, PopenHandle
 from lifeguard.proc.membership import RunMembership
-from lifeguard.proc.procfs import oom_kill_count, read_proc
+from lifeguard.proc.procfs import core_dumping, oom_kill_count, read_proc
 from lifeguard.run import headstart
 from lifeguard.run.channel import read_events
 from lifeguard.run.classify import classify, lead_pid, phase_of
@@ -57,6 +57,9 @@ CAPTURE_BUDGET = 30.0
 KILL_BUDGET = 3.0  # the tree kill and reap after the capture (cgroup.kill settles in milliseconds)
 NATIVE_BUDGET = CAPTURE_BUDGET - DUMP_TIMEOUT - KILL_BUDGET
 assert NATIVE_BUDGET > 0
+# A run's process found dying of a crash at its deadline (its core being written, or its parked crash just sent
+# its signal back): how much longer it may take to end, read as the crash it is rather than a hang.
+DEATH_GRACE = 10.0
 # A run whose deadline counts from its body's start (RunSpec.deadline_from_body): how long its start-up
 # (interpreter, imports) may take, and how often the result channel is read for the body's start meanwhile.
 STARTUP_TIMEOUT = 60.0
@@ -111,12 +114,20 @@ def _wait_exit(handle: ChildHandle, membership: RunMembership, deadline: float,
     """Wait for the child until the deadline (``moving``'s, when given), or until ``stillness`` says the tree
     hangs; True if it exited. Its zombie orphans are reaped as they come, its parked crashes read and ended."""
     own = deadline
+    dying_until: float | None = None
     while True:
         if moving is not None:
             deadline = moving(own)
+        if dying_until is not None:
+            deadline = dying_until
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return handle.wait_step(0)
+            if handle.wait_step(0):
+                return True
+            if dying_until is None and _dying(handle.pid, parked):
+                dying_until = time.monotonic() + DEATH_GRACE
+                continue
+            return False
         if cancel is not None and cancel.is_set():
             raise RunInterrupted()
         if handle.wait_step(min(remaining, POLL_INTERVAL)):
@@ -127,6 +138,12 @@ def _wait_exit(handle: ChildHandle, membership: RunMembership, deadline: float,
         containment().revive_watchdog()
         if stillness is not None and stillness.hung(membership.members()):
             return handle.wait_step(0)
+
+
+def _dying(pid: int, parked: ParkedCrashes | None) -> bool:
+    """Is the run's process ending by a crash already: its parked crash sent back, or its core being written?
+    (A slow stack read or a big core can outlast a short deadline; that process crashed, it did not hang.)"""
+    return (parked is not None and pid in parked.ended) or core_dumping(pid)
 
 
 def _body_start_deadline(spec: RunSpec, handle: ChildHandle, membership: RunMembership, events: Path,

@@ -71,3 +71,58 @@ def test_the_output_pump_starts_after_the_callers_own_work(tmp_path: Path) -> No
     assert "written at once" in output
     # Nor is its thread object made before the fork: every forked child's at-fork step resets each one it has.
     assert "relay threads inherited: 0" in output, output
+
+
+SLOW_READ_OF_A_CRASH = """
+import ctypes, json, sys, time
+from pathlib import Path
+
+from lifeguard.child import crash_park, forked_test
+from lifeguard.model.run import RunKind, RunSpec, StartMode
+from lifeguard.pytest_plugin.verdicts import interpreter
+from lifeguard.run.fork_here import run_in_fork
+
+forked_test.snapshot_harness()
+crash_park.prepare()
+reads = []
+
+
+def body():
+    ctypes.string_at(0)  # SIGSEGV at once: it parks (the spec has cores on) until its stacks are read
+    return 0
+
+
+def slow_read(context):
+    # Stands in for a stack reader slower than the test's deadline (gdb on a loaded machine): the real reader's
+    # time cannot be made to pass a deadline on purpose. Nothing else of the run is a stand-in.
+    reads.append(context.pids)
+    time.sleep({read})
+    return []
+
+
+spec = RunSpec(scenario="slow-read", variant="default", index=0, kind=RunKind.FUNCTION, path=__file__,
+               function="body", code=None, interpreter=interpreter(), timeout={timeout}, run_dir=Path(sys.argv[1]),
+               expected="passed", mode=StartMode.PYTEST_FORK, cores=True)
+result = run_in_fork(spec, body, capture_hooks=(slow_read,))
+print(json.dumps({{"outcome": result.outcome.value, "reason": result.reason, "reads": len(reads),
+                  "duration": result.duration}}))
+"""
+
+
+def test_a_crash_read_past_its_deadline_is_a_crash_not_a_hang(tmp_path: Path) -> None:
+    """A forked test that crashes at once and parks, read by a reader that outlasts the test's deadline, then
+    sent its signal back: it is dying of that signal (its core being written), not hanging. It read as hung at
+    the deadline before (seen on CPython 3.14, where gdb's read is slower than a 3 s deadline)."""
+    script = tmp_path / "supervisor.py"
+    timeout = 2.0
+    script.write_text(SLOW_READ_OF_A_CRASH.format(timeout=timeout, read=2 * timeout))
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "run-1")], env=env, capture_output=True,
+                          text=True, timeout=PROCESS_TIMEOUT, cwd=work)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["reads"] == 1, seen  # read once, parked: not again at a deadline
+    assert seen["outcome"] == "crashed" and seen["reason"].startswith("killed by SIGSEGV"), seen
+    assert seen["duration"] >= 2 * timeout, seen  # its read ran past the deadline
