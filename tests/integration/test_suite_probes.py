@@ -21,7 +21,7 @@ import pytest
 from lifeguard.build import build_fixture
 from lifeguard.errors import EXIT_OK, EXIT_UNEXPECTED
 from lifeguard.interpreter import resolve
-from tests.helpers import Pace, load_report, real_python, run_cli
+from tests.helpers import FREE_THREADED, Pace, load_report, real_python, run_cli
 
 SUITE = Path(__file__).parent / "fixtures_native" / "suite_bugs" / "suite"
 TESTS = "test_suite_bugs.py::"
@@ -33,6 +33,11 @@ BUGGY: dict[str, dict[str, str]] = {
                   "test_graph_copy_is_independent": "crashed@run"},
     "gc-cycle": {"test_graph_degrees": "crashed@run", "test_graph_copy_is_independent": "crashed@run"},
 }
+if FREE_THREADED:
+    # A free-threaded build frees an object whose references its creating thread holds on that thread (biased
+    # reference counting: the collector's last decref queues it to its owner), so a Context is released by its
+    # owner and never waits; a Graph, freed in the collection itself, still crashes.
+    del BUGGY["gc-thread"]["test_context_counts_submissions"]
 DEADLINE_AT_LEAST = 6.0  # each test's: its run plus its probe's (a second run of it, a fork, a collection)
 
 
