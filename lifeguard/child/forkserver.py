@@ -78,8 +78,10 @@ def _child(sock: socket.socket, wakeup: tuple[int, int], request: dict[str, Any]
     os.close(err_fd)
     # The events descriptor keeps its number; the child API finds it through the env.
     os.set_inheritable(events_fd, True)
-    os.environ.update(request[protocol.REQUEST_ENV])
-    os.environ[protocol.EVENTS_FD_ENV] = str(events_fd)
+    environ = os.environ  # set one by one: os.environ.update's generic mapping code costs copy-on-write faults
+    for name, value in request[protocol.REQUEST_ENV].items():
+        environ[name] = value
+    environ[protocol.EVENTS_FD_ENV] = str(events_fd)
     from lifeguard.child import bootstrap
 
     if spec.get("exit") == "fast":

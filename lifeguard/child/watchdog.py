@@ -49,14 +49,17 @@ def folder_members(folder: str) -> list[int]:
     that v2 says holds no live process is not listed: a passed run's end looks at one file, not at every
     control file of its folder."""
     pids: list[int] = []
-    for path, below, _ in os.walk(folder):
-        if populated(path) is False:
-            below.clear()
+    folders = [folder]
+    while folders:
+        path = folders.pop()
+        if populated(path) is False:  # before its listing: a cgroup folder lists some thirty control files
             continue
         try:
             with open(os.path.join(path, "cgroup.procs")) as f:
                 # 0: a member this PID namespace cannot see (never a pid to signal: kill(0) is our own group)
                 pids.extend(pid for word in f.read().split() if (pid := int(word)) > 1)
+            with os.scandir(path) as entries:
+                folders.extend(entry.path for entry in entries if entry.is_dir(follow_symlinks=False))
         except (OSError, ValueError):
             continue
     return pids

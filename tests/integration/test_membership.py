@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -315,8 +316,6 @@ def test_a_session_folder_is_stale_only_when_its_owner_is_proven_gone(whose: str
                     folder.rmdir()
                     break
                 except OSError:
-                    import time
-
                     time.sleep(0.01)
 
 
@@ -457,3 +456,35 @@ def mover():
     finally:
         if daemon and pid_alive(daemon):
             os.kill(daemon, signal.SIGKILL)
+
+
+def test_a_folders_members_are_found_below_it_and_not_in_empty_folders() -> None:
+    """A run's members in folders it made below its own, two deep, are its members; an empty folder beside them
+    (which v2 says holds no process) is not listed, and the members of a folder that is not populated are none."""
+    if not _cgroups_writable():
+        pytest.skip("no writable cgroup hierarchy on this machine")
+    from lifeguard.child.watchdog import folder_members
+
+    folder, top = _folder_with_a_sleeper(f"lifeguard-members-{os.getpid()}")
+    deep = folder / "made" / "deeper"
+    deep.mkdir(parents=True)
+    (folder / "empty").mkdir()
+    below = subprocess.Popen(["sleep", "1000"])
+    try:
+        (deep / "cgroup.procs").write_text(str(below.pid))
+        assert sorted(folder_members(str(folder))) == sorted([top.pid, below.pid])
+        assert folder_members(str(folder / "empty")) == []
+        assert folder_members(str(deep)) == [below.pid]
+    finally:
+        for process in (top, below):
+            process.kill()
+            process.wait(timeout=30)
+        for path in (deep, deep.parent, folder / "empty", folder):
+            for _ in range(100):  # a killed member leaves its folder a moment after its reap
+                try:
+                    path.rmdir()
+                    break
+                except OSError:
+                    import time
+
+                    time.sleep(0.01)
