@@ -9,7 +9,13 @@ child per run on request. Protocol over a Unix stream socket, one JSON line each
   server -> supervisor  {"started": PID}   (in request order)
                         {"exited": PID, "status": RETURNCODE}  (negative: signal)
 
-The server exits when the supervisor closes its end.
+The server keeps one child forked ahead (a spare), waiting on a socket of its own: a request goes to it with
+its descriptors, and the next spare is forked after the reply, while the run goes on. A fork of an interpreter
+costs about a millisecond here before the child's first line runs; with the spare it is off the run's path.
+A spare is forked from the same state a fork at request time would copy, and runs nothing of the run's before
+its request: it becomes the run's process exactly as a child forked then would.
+
+The server exits when the supervisor closes its end, after its spare (told by the same end of file).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import os
 import signal
 import socket
 import sys
+import time
 
 from lifeguard.child import joined, protocol
 from lifeguard.child.readable import readable
@@ -29,10 +36,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_MESSAGE = 1 << 20
+SPARE_EXIT = 2.0  # seconds an unused spare has to exit at the server's end before it is killed
 
 
-def _receive(sock: socket.socket, buffer: bytearray) -> tuple[dict[str, Any] | None, list[int]]:
-    """One request line and its descriptors; (None, []) on EOF."""
+def _receive(sock: socket.socket, buffer: bytearray) -> tuple[bytes | None, list[int]]:
+    """One request line (its JSON text) and its descriptors; (None, [...]) on EOF."""
     fds: list[int] = []
     while b"\n" not in buffer:
         data, ancillary, _, _ = sock.recvmsg(MAX_MESSAGE, socket.CMSG_LEN(16 * array.array("i").itemsize))
@@ -46,7 +54,7 @@ def _receive(sock: socket.socket, buffer: bytearray) -> tuple[dict[str, Any] | N
         buffer.extend(data)
     line, _, rest = bytes(buffer).partition(b"\n")
     buffer[:] = rest
-    return json.loads(line), fds
+    return line, fds
 
 
 def _send(sock: socket.socket, message: dict[str, Any]) -> None:
@@ -106,6 +114,54 @@ def _child(sock: socket.socket, wakeup: tuple[int, int], request: dict[str, Any]
     raise SystemExit(0)
 
 
+def _spare(sock: socket.socket, wakeup: tuple[int, int]) -> tuple[int, socket.socket] | None:
+    """Fork the next run's process ahead: in the server, (its pid, the socket its request goes to). In the
+    spare, None once its request has come and its run is over (the caller returns, as from a fork at request
+    time); it exits at once when the server goes away before that."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid:
+        theirs.close()
+        return pid, ours
+    ours.close()
+    line, fds = _receive(theirs, bytearray())
+    theirs.close()
+    if line is None:
+        os._exit(0)  # the server ended before a run came
+    _child(sock, wakeup, json.loads(line), fds)
+    return None
+
+
+def _hand(spare: tuple[int, socket.socket], line: bytes, fds: list[int]) -> bool:
+    """A request (its line as received, its descriptors) to the spare, whose socket is then closed; False if
+    the spare is gone (killed while it waited). The descriptors stay ours to close."""
+    try:
+        spare[1].sendmsg([line + b"\n"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        return True
+    except OSError:
+        return False
+    finally:
+        spare[1].close()
+
+
+def _end_spare(spare: tuple[int, socket.socket]) -> None:
+    """The unused spare, told by end of file to exit, and reaped (killed if it does not within SPARE_EXIT)."""
+    spare[1].close()
+    deadline = time.monotonic() + SPARE_EXIT
+    while True:
+        try:
+            if os.waitpid(spare[0], os.WNOHANG)[0] or time.monotonic() > deadline:
+                break
+        except ChildProcessError:
+            return
+        time.sleep(0.001)
+    try:
+        os.kill(spare[0], signal.SIGKILL)
+        os.waitpid(spare[0], 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
 def serve(fd: int) -> None:
     sock = socket.socket(fileno=fd)
     import gc
@@ -125,6 +181,9 @@ def serve(fd: int) -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     buffer = bytearray()
     children: set[int] = set()
+    spare = _spare(sock, (read_end, write_end))
+    if spare is None:
+        return  # the spare's run is over
     while True:
         ready = readable([sock.fileno(), read_end], None)
         if read_end in ready:
@@ -139,14 +198,19 @@ def serve(fd: int) -> None:
             children.discard(pid)
             _send(sock, {protocol.SERVER_EXITED: pid, protocol.SERVER_STATUS: os.waitstatus_to_exitcode(status)})
         if sock.fileno() in ready:
-            request, fds = _receive(sock, buffer)
-            if request is None:
-                return  # the supervisor went away: so do we (running children are its to kill)
-            pid = os.fork()
-            if pid == 0:
-                _child(sock, (read_end, write_end), request, fds)
+            line, fds = _receive(sock, buffer)
+            if line is None:  # the supervisor went away: so do we (running children are its to kill)
+                _end_spare(spare)
                 return
+            while not _hand(spare, line, fds):  # killed while it waited: reaped, and a new one takes the run
+                _end_spare(spare)
+                spare = _spare(sock, (read_end, write_end))
+                if spare is None:
+                    return  # the spare's run is over
             for descriptor in fds:
                 os.close(descriptor)
-            children.add(pid)
-            _send(sock, {protocol.SERVER_STARTED: pid})
+            children.add(spare[0])
+            _send(sock, {protocol.SERVER_STARTED: spare[0]})
+            spare = _spare(sock, (read_end, write_end))
+            if spare is None:
+                return  # the spare's run is over
