@@ -68,9 +68,10 @@ class Wait:
 
 def _kind(thread: ThreadStack) -> str:
     syscall = thread.kernel.syscall if thread.kernel is not None else None
-    if waits_for(thread) == "gil":
+    interpreter_wait = waits_for(thread)
+    if interpreter_wait == "gil":
         return "the GIL"
-    if waits_for(thread) == "attach":
+    if interpreter_wait == "attach":
         return "attaching to the interpreter"
     if has_frame(thread, JOIN_FUNCTIONS):
         return "a join"
