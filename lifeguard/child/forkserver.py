@@ -33,7 +33,7 @@ from lifeguard.child.readable import readable
 
 TYPE_CHECKING = False  # typing itself costs the server's start-up; mypy knows this name
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, NoReturn
 
 MAX_MESSAGE = 1 << 20
 SPARE_EXIT = 2.0  # seconds an unused spare has to exit at the server's end before it is killed
@@ -61,8 +61,9 @@ def _send(sock: socket.socket, message: dict[str, Any]) -> None:
     sock.sendall((json.dumps(message) + "\n").encode())
 
 
-def _child(sock: socket.socket, wakeup: tuple[int, int], request: dict[str, Any], fds: list[int]) -> None:
-    """In the forked child: become the run's process, run the body, exit as asked."""
+def _child(sock: socket.socket, wakeup: tuple[int, int], request: dict[str, Any], fds: list[int]) -> NoReturn:
+    """In the forked child: become the run's process, run the body, exit as asked (never returns: the full
+    exit raises SystemExit to the interpreter's top level)."""
     join = request.get(protocol.REQUEST_JOIN)
     if join:  # first of all, before anything of the run's can fork: nothing may start outside its cgroup
         try:
@@ -114,10 +115,10 @@ def _child(sock: socket.socket, wakeup: tuple[int, int], request: dict[str, Any]
     raise SystemExit(0)
 
 
-def _spare(sock: socket.socket, wakeup: tuple[int, int]) -> tuple[int, socket.socket] | None:
-    """Fork the next run's process ahead: in the server, (its pid, the socket its request goes to). In the
-    spare, None once its request has come and its run is over (the caller returns, as from a fork at request
-    time); it exits at once when the server goes away before that."""
+def _spare(sock: socket.socket, wakeup: tuple[int, int]) -> tuple[int, socket.socket]:
+    """Fork the next run's process ahead; in the server, (its pid, the socket its request goes to). The spare
+    never returns: it becomes the run's process when its request comes, and exits at once when the server goes
+    away before that."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()
     if pid:
@@ -129,7 +130,6 @@ def _spare(sock: socket.socket, wakeup: tuple[int, int]) -> tuple[int, socket.so
     if line is None:
         os._exit(0)  # the server ended before a run came
     _child(sock, wakeup, json.loads(line), fds)
-    return None
 
 
 def _hand(spare: tuple[int, socket.socket], line: bytes, fds: list[int]) -> bool:
@@ -182,8 +182,6 @@ def serve(fd: int) -> None:
     buffer = bytearray()
     children: set[int] = set()
     spare = _spare(sock, (read_end, write_end))
-    if spare is None:
-        return  # the spare's run is over
     while True:
         ready = readable([sock.fileno(), read_end], None)
         if read_end in ready:
@@ -205,12 +203,8 @@ def serve(fd: int) -> None:
             while not _hand(spare, line, fds):  # killed while it waited: reaped, and a new one takes the run
                 _end_spare(spare)
                 spare = _spare(sock, (read_end, write_end))
-                if spare is None:
-                    return  # the spare's run is over
             for descriptor in fds:
                 os.close(descriptor)
             children.add(spare[0])
             _send(sock, {protocol.SERVER_STARTED: spare[0]})
             spare = _spare(sock, (read_end, write_end))
-            if spare is None:
-                return  # the spare's run is over

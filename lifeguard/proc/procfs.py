@@ -178,25 +178,27 @@ def run_marker(pid: int) -> str | None:
                 None)
 
 
+def _status_field(pid: int, name: str) -> str | None:
+    """The value of one field of /proc/PID/status (``name`` without its colon), None when unreadable."""
+    prefix = name + ":"
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((line[len(prefix):].strip() for line in f if line.startswith(prefix)), None)
+    except OSError:
+        return None
+
+
 def caught_signals(pid: int) -> int | None:
     """The mask of signals ``pid`` has a handler for (bit ``signum - 1``), None when unreadable."""
     try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("SigCgt:"):
-                    return int(line.split()[1], 16)
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+        return int(_status_field(pid, "SigCgt") or "", 16)
+    except ValueError:
+        return None
 
 
 def core_dumping(pid: int) -> bool:
     """Is the kernel writing ``pid``'s core now (a crash whose dump has not ended it yet)?"""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return any(line.startswith("CoreDumping:") and line.split()[1:] == ["1"] for line in f)
-    except OSError:
-        return False
+    return _status_field(pid, "CoreDumping") == "1"
 
 
 def signal_caught(pid: int, signum: int) -> bool:
