@@ -16,6 +16,7 @@ from pathlib import Path
 from lifeguard.capture.bounded import run_bounded
 from lifeguard.model.stacks import Frame, ProcessStacks
 from lifeguard.proc.procfs import mappings
+from lifeguard.proc.threadread import read_memory
 
 RESOLVE_TIMEOUT = 10.0
 MAX_ADDRESSES = 2000
@@ -125,6 +126,57 @@ def _in_executable(process: ProcessStacks) -> ProcessStacks:
     return replace(process, threads=tuple(replace(t, frames=tuple(fix(f) for f in t.frames)) for t in process.threads))
 
 
+# x86-64 PLT stubs, each ending in "jmp *GOT(%rip)": the classic .plt entry, and .plt.sec's with endbr64 (and bnd).
+_STUB_JUMPS = (b"\xff\x25", b"\xf3\x0f\x1e\xfa\xff\x25", b"\xf3\x0f\x1e\xfa\xf2\xff\x25")
+_CALL_REL32 = 0xE8
+
+
+def _call_target(pid: int, return_address: int) -> int | None:
+    """The function a direct call before ``return_address`` reached: through its PLT stub's GOT slot (bound,
+    since the call was made) when the call went to a stub, else the call's own target."""
+    call = read_memory(pid, return_address - 5, 5)
+    if call is None or call[0] != _CALL_REL32:
+        return None
+    target = return_address + int.from_bytes(call[1:], "little", signed=True)
+    stub = read_memory(pid, target, 11) or b""
+    jump = next((j for j in _STUB_JUMPS if stub.startswith(j)), None)
+    if jump is None:
+        return target
+    end = len(jump) + 4
+    slot = read_memory(pid, target + end + int.from_bytes(stub[len(jump):end], "little", signed=True), 8)
+    return int.from_bytes(slot, "little") if slot is not None else None
+
+
+def call_sites(process: ProcessStacks) -> ProcessStacks:
+    """Where a library has no symbols (libc without its debug symbols) a thread's innermost frames stay nameless,
+    and a wait in pthread_join reads as a wait in "??": the caller's call instruction, read from the live
+    process, still names the function it called (``Frame.calls``)."""
+    wanted: dict[tuple[int, int], int] = {}  # (thread, position) -> the called function's address
+    for index, thread in enumerate(process.threads):
+        for position in range(1, len(thread.frames)):
+            frame, callee = thread.frames[position], thread.frames[position - 1]
+            if frame.is_python or frame.inline or not frame.address or not _unnamed(callee):
+                continue
+            try:
+                return_address = int(frame.address, 16)
+            except ValueError:
+                continue
+            target = _call_target(process.pid, return_address) if len(wanted) < MAX_ADDRESSES else None
+            if target is not None:
+                wanted[index, position] = target
+    names = _addr2line([f"--pid={process.pid}"], sorted({hex(a) for a in wanted.values()})) if wanted else {}
+    if not names:
+        return process
+    threads = list(process.threads)
+    for (index, position), target in wanted.items():
+        function = names.get(hex(target), (None, None, None))[0]
+        if function:
+            frames = list(threads[index].frames)
+            frames[position] = replace(frames[position], calls=function)
+            threads[index] = replace(threads[index], frames=tuple(frames))
+    return replace(process, threads=tuple(threads))
+
+
 def resolve_live(processes: list[ProcessStacks]) -> list[ProcessStacks]:
     """Name the unnamed frames of live processes (they are still alive: a hang is killed after capture), and
     give the executable's frames its path."""
@@ -133,7 +185,8 @@ def resolve_live(processes: list[ProcessStacks]) -> list[ProcessStacks]:
         process = _in_executable(process) if process.pid > 0 else process
         addresses = _addresses(process)
         names = _addr2line([f"--pid={process.pid}"], addresses) if addresses and process.pid > 0 else {}
-        out.append(_named(process, names) if names else process)
+        process = _named(process, names) if names else process
+        out.append(call_sites(process) if process.pid > 0 else process)
     return out
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lifeguard.model.outcomes import Outcome, Phase
 from lifeguard.model.result import Event, RunResult, StderrLine, ThreadRef
@@ -101,9 +101,15 @@ def first_waiting_frame(thread: ThreadStack) -> tuple[int, Frame] | None:
 
 
 def first_frame(thread: ThreadStack, names: tuple[str, ...]) -> tuple[int, Frame] | None:
+    """The innermost native frame of one of ``names``: by its name, or, where a library has no symbols (libc
+    without its debug symbols), the nameless frame whose caller's call instruction names the function."""
     for position, frame in enumerate(thread.frames):
-        if not frame.is_python and matches(frame.function, names):
+        if frame.is_python:
+            continue
+        if matches(frame.function, names):
             return position, frame
+        if position and matches(frame.calls, names) and thread.frames[position - 1].function is None:
+            return position - 1, replace(thread.frames[position - 1], function=frame.calls)
     return None
 
 
@@ -244,5 +250,7 @@ def blocking_call(thread: ThreadStack) -> tuple[int, Frame] | None:
         if _is_system(frame):
             found = (position, frame)
         elif found is not None:
+            if found[1].function is None and frame.calls:  # a library without symbols: named by the call made
+                found = (found[0], replace(found[1], function=frame.calls))
             break
     return found

@@ -82,6 +82,9 @@ class Frame:
     address: str | None = None  # pc as "0x..."; None for Python frames
     is_python: bool = False
     inline: bool = False  # a native frame gdb reconstructed from inlining (same pc as its caller)
+    # The function its call instruction names (a PLT stub's symbol), read where the frame it called has no name:
+    # a library without symbols still says what was called (pthread_join, from libc without its debug symbols).
+    calls: str | None = None
 
     @property
     def in_interpreter(self) -> bool:
@@ -105,6 +108,8 @@ class Frame:
             "is_python": self.is_python,
             "inline": self.inline,
         }
+        if self.calls:
+            data["calls"] = self.calls
         if self.is_harness:
             data["harness"] = True
         return data
@@ -120,6 +125,7 @@ class Frame:
             address=data.get("address"),
             is_python=bool(data.get("is_python", False)),
             inline=bool(data.get("inline", False)),
+            calls=data.get("calls"),
         )
 
     @property

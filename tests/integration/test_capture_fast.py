@@ -292,6 +292,35 @@ def test_eu_stack_reads_a_c_program(c_program: Path) -> None:
         kill_group(process)
 
 
+@needs_eu_stack
+def test_a_call_into_a_library_without_symbols_is_named_by_its_call_site(c_program: Path) -> None:
+    """Without libc's debug symbols (Debian's glibc 2.41) pthread_join's own frames are nameless and a join reads
+    as a wait in "??": the caller's call instruction, read from the live process through its PLT stub, still
+    names pthread_join. The one stand-in: this libc has its symbols, so its names are dropped from the real read."""
+    from dataclasses import replace
+
+    from lifeguard.capture.symbols import call_sites
+    from lifeguard.diagnose.evidence import JOIN_FUNCTIONS, first_frame, matches
+
+    process = start_c(c_program)
+    try:
+        stacks = capture_eu_stack(process.pid, timeout=CAPTURE_TIMEOUT)
+        main = stacks.thread(process.pid)
+        assert main is not None and "main" in main.function_names(), stacks
+        in_libc = [f for f in main.frames if "libc.so" in (f.library or "")]
+        assert in_libc, main.frames
+        nameless = replace(main, frames=tuple(replace(f, function=None) if f in in_libc else f for f in main.frames))
+        assert first_frame(nameless, JOIN_FUNCTIONS) is None
+        [read] = call_sites(replace(stacks, threads=(nameless,))).threads
+        [caller] = [f for f in read.frames if f.function == "main"]
+        assert matches(caller.calls, JOIN_FUNCTIONS), caller
+        found = first_frame(read, JOIN_FUNCTIONS)
+        assert found is not None and read.frames[found[0] + 1] is caller and found[1].function == caller.calls
+        assert_running(process.pid)
+    finally:
+        kill_group(process)
+
+
 @needs_pystack
 @needs_eu_stack
 def test_a_process_pystack_cannot_read_goes_to_the_next_back_end(c_program: Path) -> None:
