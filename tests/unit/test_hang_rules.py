@@ -156,3 +156,11 @@ def test_a_free_threaded_interpreter_without_its_gil_is_described_without_one() 
     for said in (finding.summary.replace("PyGILState", ""), finding.hint):
         assert not gil_word.search(said), said
     assert all(ProcessStacks.from_dict(p.to_dict()) == p for p in processes)
+
+
+def test_a_frame_named_by_its_call_site_keeps_it_through_report_json() -> None:
+    run = evidence("join_nolibcdbg")
+    callers = [f for p in run.backtraces for t in p.threads for f in t.frames if f.calls]
+    assert [f.function for f in callers] == ["stop_drainer"] and callers[0].calls == "pthread_join"
+    assert all(ProcessStacks.from_dict(p.to_dict()) == p for p in run.backtraces)
+    assert all("calls" not in f.to_dict() for p in run.backtraces for t in p.threads for f in t.frames if not f.calls)
