@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 STARVE_PAUSE = 0.005  # exit-starve's one pause, in seconds
+GC_THREAD_STOP = 2.0  # seconds the exit waits for gc-thread's collection under way to end
 
 
 def apply(names: list[str], seed: int) -> list[Callable[[], None]]:
@@ -38,14 +39,25 @@ def apply(names: list[str], seed: int) -> list[Callable[[], None]]:
         import time
 
         pause = rng.uniform(0.0, 0.0005)
+        stop = threading.Event()
 
-        def collect_forever() -> None:
-            # A daemon: it dies with the process and never delays the exit.
-            while True:
+        def collect_until_exit() -> None:
+            while not stop.is_set():
                 gc.collect()
                 time.sleep(pause)
 
-        threading.Thread(target=collect_forever, name="lifeguard-gc", daemon=True).start()
+        # A daemon, stopped when the exit begins: a collection of its own still under way when the interpreter
+        # finalizes parks its thread for good (CPython 3.13+), and a free-threaded build's last collection then
+        # waits for it forever: a hang at exit of lifeguard's making, not the program's.
+        collector = threading.Thread(target=collect_until_exit, name="lifeguard-gc", daemon=True)
+        collector.start()
+
+        def stop_collecting() -> None:
+            stop.set()
+            if collector is not threading.current_thread():
+                collector.join(GC_THREAD_STOP)
+
+        at_exit.append(stop_collecting)
     return at_exit
 
 

@@ -56,6 +56,31 @@ def test_each_perturbation_is_applied_and_recorded(scenario_file, tmp_path: Path
     assert state["jitter"] is not None
 
 
+GC_THREAD_AT_EXIT = '''
+import lifeguard
+from lifeguard import child
+
+@lifeguard.scenario(timeout=20)
+def collects_on_another_thread():
+    import atexit, threading
+    names = lambda: ",".join(sorted(t.name for t in threading.enumerate() if t.is_alive()))
+    child.note("body " + names())
+    atexit.register(lambda: child.note("atexit " + names()))
+'''
+
+
+def test_gc_thread_stops_collecting_when_the_exit_begins(scenario_file, tmp_path: Path) -> None:
+    """A collection of its own still under way at finalization parks lifeguard's thread there (CPython 3.13+), and a
+    free-threaded build's last collection waited for it: 1 of 100 runs of request_thread_collects_by_chance hung at
+    exit on 3.13.15t. The collector runs while the body does and is gone by the program's atexit callbacks."""
+    path = scenario_file(GC_THREAD_AT_EXIT)
+    proc = run_cli("run", str(path), "--perturb", "gc-thread", "--report", str(tmp_path / "r"), "--mode", "fresh")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    notes = [e["message"] for e in load_report(tmp_path / "r")["runs"][0]["events"] if e["event"] == "note"]
+    assert len(notes) == 2 and notes[0].startswith("body ") and notes[1].startswith("atexit "), notes
+    assert "lifeguard-gc" in notes[0] and "lifeguard-gc" not in notes[1], notes
+
+
 def test_unperturbed_run_is_plain(scenario_file, tmp_path: Path) -> None:
     path = scenario_file(RECORDER)
     proc = run_cli("run", str(path), "--report", str(tmp_path / "r"), "--mode", "fresh")
