@@ -10,7 +10,14 @@ Each step is lifeguard's own code, timed over many repetitions without a run aro
 - relays: the output relays of a run set up, pumped and closed with nothing written;
 - spawn: a run's main process started as a bootstrap is (a vfork), and with a step before exec (a fork);
 - bootstrap alone: a trivial scenario's child spawned directly, against the same body in a bare interpreter,
-  alternating (the child's own share of a fresh run's overhead).
+  alternating (the child's own share of a fresh run's overhead);
+- a supervised run, phase by phase: whole fresh runs (run_once, as the engine starts them) alternating with bare
+  spawns of a program that notes when its first line runs; the run's own events give its phases, so the start
+  (the supervisor's work before the spawn, the interpreter's start, the bootstrap), the body and the exit
+  (finalization, the end seen, the supervisor's work after it) are each set against the bare program's.
+
+The child's modules are byte-compiled first, as every run's supervisor does (precompile_child_side): without
+bytecode each child would compile them again.
 
 The processes moved are `sleep` children started outside the timing. Where a step cannot run here (no
 writable cgroup hierarchy), it says why and the rest go on.
@@ -21,8 +28,11 @@ writable cgroup hierarchy), it says why and the rest go on.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import select
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,13 +43,14 @@ from pathlib import Path
 
 from _trivial import BODY, timed, write_scenario  # (puts this checkout on sys.path)
 
+from lifeguard.child import protocol
 from lifeguard.child.protocol import SPEC_ENV
 from lifeguard.interpreter import resolve
 from lifeguard.model.run import RunKind, RunSpec
 from lifeguard.run.containment import containment, spawn
-from lifeguard.run.launch import RunFiles, child_argv, child_env, spec_env
+from lifeguard.run.launch import RunFiles, child_argv, child_env, precompile_child_side, spec_env
 from lifeguard.run.relay import Relays
-from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP
+from lifeguard.run.supervise import DEFAULT_OUTPUT_CAP, run_once
 
 
 def _spec(run_dir: Path) -> RunSpec:
@@ -142,9 +153,78 @@ def bootstrap_cost(root: Path, repeat: int) -> tuple[float, float]:
     return child / repeat, bare / repeat
 
 
+# The bare program of the timeline: it writes when its first line runs to the descriptor it is given.
+MARK = "import os, time; os.write({fd}, repr(time.time()).encode()); " + BODY
+
+
+def _bare_marked(python: str) -> tuple[float, float]:
+    """A bare spawn of MARK: (from the spawn to its first line, from there to its end seen), in seconds."""
+    read_end, write_end = os.pipe()
+    try:
+        spawned = time.time()
+        proc = subprocess.Popen([python, "-X", "faulthandler", "-c", MARK.format(fd=write_end)], pass_fds=(write_end,),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(write_end)
+        write_end = -1
+        pidfd = os.pidfd_open(proc.pid)
+        try:
+            ready, _, _ = select.select([pidfd], [], [], 60)
+        finally:
+            os.close(pidfd)
+        ended = time.time()
+        if not ready or proc.wait(timeout=10) != 0:
+            raise RuntimeError("a bare spawn failed or outlived 60 s")
+        first = float(os.read(read_end, 64))
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+    return first - spawned, ended - first
+
+
+TIMELINE_PHASES = ("start (supervisor's before-spawn, interpreter, bootstrap)", "bootstrap to body start", "body",
+                   "body end to last atexit callback", "exit (finalization, end seen, supervisor's after-exit)")
+
+
+def timeline(root: Path, repeat: int) -> tuple[dict[str, float], dict[str, float], float, float]:
+    """Median seconds of each phase of a supervised fresh run (TIMELINE_PHASES), the bare program's start and
+    exit, the median of a whole run's excess over the bare spawn just before it, and that of a bare spawn."""
+    scenario = write_scenario(root)
+    python = resolve(None).executable
+    phases: dict[str, list[float]] = {name: [] for name in TIMELINE_PHASES}
+    bare: dict[str, list[float]] = {"start": [], "exit": []}
+    runs: list[float] = []  # each run less the bare spawn just before it
+    for n in range(repeat):
+        start, end = _bare_marked(python)
+        bare["start"].append(start)
+        bare["exit"].append(end)
+        spec = replace(_spec(root / f"run-{n}"), path=str(scenario), function="trivial", cores=True)
+        began = time.time()
+        result = run_once(spec)
+        ended = time.time()
+        if result.outcome.value != "passed":
+            raise RuntimeError(f"a trivial run did not pass: {result.outcome.value}")
+        times: dict[str, float] = {}
+        with open(spec.run_dir / protocol.EVENTS_FILE, "rb") as events:
+            for line in events:
+                record = json.loads(line)
+                times.setdefault(record[protocol.EVENT_KEY], record["time"])
+        marks = [began, times[protocol.STARTED], times[protocol.BODY_START], times[protocol.BODY_END],
+                 times[protocol.ATEXIT_DONE], ended]
+        for name, (a, b) in zip(TIMELINE_PHASES, zip(marks, marks[1:], strict=False), strict=True):
+            phases[name].append(b - a)
+        runs.append(ended - began - start - end)
+        shutil.rmtree(spec.run_dir, ignore_errors=True)
+    return ({name: statistics.median(values) for name, values in phases.items()},
+            {name: statistics.median(values) for name, values in bare.items()},
+            statistics.median(runs), statistics.median(s + e for s, e in zip(bare["start"], bare["exit"], strict=True)))
+
+
 def measure(repeat: int, say: Callable[[str], None] = print) -> None:
     """Print each step's cost a run (ms); a step that cannot run here says why."""
     root = Path(tempfile.mkdtemp(prefix="lifeguard-steps-"))
+    interpreter = resolve(None)
+    precompile_child_side(interpreter.executable, interpreter.version)  # as every run's supervisor does
     try:
         say(f"supervision steps, each alone, {repeat} repetitions (ms a run):")
         made, gone = folder(root, repeat)
@@ -165,6 +245,13 @@ def measure(repeat: int, say: Callable[[str], None] = print) -> None:
         child, bare = bootstrap_cost(root, repeat)
         say(f"  bootstrap alone: a trivial run {child * 1000:.2f}, a bare interpreter {bare * 1000:.2f} "
             f"({(child - bare) * 1000:+.2f}: imports, evidence machinery, exit)")
+        phases, bare_phases, excess, whole_bare = timeline(root, repeat)
+        say(f"  a supervised fresh run (run_once), phase by phase, medians; a bare spawn of the same body before each: "
+            f"bare {whole_bare * 1000:.2f}, a run {excess * 1000:+.2f} more (the median of the pairs' differences)")
+        for name, value in phases.items():
+            against = {TIMELINE_PHASES[0]: bare_phases["start"], TIMELINE_PHASES[-1]: bare_phases["exit"]}.get(name)
+            versus = f" (bare {against * 1000:.2f}: {(value - against) * 1000:+.2f})" if against is not None else ""
+            say(f"    {name}: {value * 1000:.2f}{versus}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
         containment().close()
