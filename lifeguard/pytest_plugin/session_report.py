@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -24,13 +23,12 @@ from lifeguard.model.scenario import Scenario
 from lifeguard.model.seeds import text_digest
 from lifeguard.model.tally import SeriesTally
 from lifeguard.report.sinks import sinks_for
-from lifeguard.run.launch import empty_run_folder
 from lifeguard.run.sink import Sink, count_run
+from lifeguard.run.spares import RunFolders
 
 INDEX_FILE = "index.txt"
 RUNS_FOLDER = "runs"
 WORKERS_FOLDER = "workers"  # under pytest-xdist: DIR/workers/<worker id>/, merged into DIR by the controller
-SPARES = 2  # emptied folders of passed runs kept ready for the next runs
 PART_LIMIT = 80  # characters of one part of a test id kept in its folder's name
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.,=+\-\[\]]")
 
@@ -66,37 +64,22 @@ class SessionRecord:
         self._tallies: dict[tuple[str, str], SeriesTally] = {}
         self._index: list[str] = []
         self._began = time.monotonic()
-        self._discarded: list[Path] = []  # passed runs' folders, as their runs left them
-        self._spares: list[Path] = []  # discarded folders emptied while a later test's child ran: ready for a run
+        self._folders = RunFolders()  # passed runs' folders, recycled while later tests' children start
 
     def discard(self, run_dir: Path) -> None:
-        """A passed run's folder, no longer needed: while the next forked test's child starts (meanwhile),
-        where it costs the session nothing, it is emptied to be a later run's folder (spare), or removed; what
-        is left goes at the session's end."""
-        self._discarded.append(run_dir)
+        """A passed run's folder, no longer needed (RunFolders.discard)."""
+        self._folders.discard(run_dir)
 
     def spare(self, run_dir: Path) -> Path | None:
-        """A folder emptied while an earlier test's child ran, that can become ``run_dir`` (a rename away from
-        ready); never ``run_dir`` itself (a test run again in this session, by a plugin that reruns failures,
-        uses the same one, which is no spare from now on). Handed out once. Never a discarded folder as its run
-        left it: emptying that would be on the test's own time (truncating the previous test's result channel
-        took 0.24 ms, more than making a new folder), and the previous test's folder is always one of those."""
-        self._spares = [folder for folder in self._spares if folder != run_dir]
-        return self._spares.pop(0) if self._spares else None
+        """A folder emptied while an earlier test's child ran, that can become ``run_dir`` (RunFolders.spare)."""
+        return self._folders.spare(run_dir)
 
     def meanwhile(self, run_dir: Path, next_test: str | None) -> None:
         """While a forked test's child runs (``run_dir`` its folder): the discarded folders are emptied into
-        spares (SPARES at most) or removed, and the folder of the test pytest runs next (``next_test``, a node
+        spares or removed (RunFolders.tidy), and the folder of the test pytest runs next (``next_test``, a node
         id) is made, so that test's run folder is a rename away (RunFiles.create), with no folder made, file
         truncated or removed on its own time."""
-        folders, self._discarded = self._discarded, []
-        for folder in folders:
-            if folder == run_dir:
-                continue  # the run starting now uses it
-            if len(self._spares) < SPARES and empty_run_folder(folder):
-                self._spares.append(folder)
-            else:
-                shutil.rmtree(folder, ignore_errors=True)
+        self._folders.tidy(run_dir)
         if next_test is not None:
             try:
                 self.folder_of(next_test).mkdir(parents=True, exist_ok=True)
@@ -106,11 +89,7 @@ class SessionRecord:
     def remove_discarded(self, keep: Path | None = None) -> None:
         """Remove the discarded and spare folders but ``keep`` (the folder of the run starting now: a test run
         again in this session, by a plugin that reruns failures, uses the same one)."""
-        folders = self._discarded + self._spares
-        self._discarded, self._spares = [], []
-        for folder in folders:
-            if folder != keep:
-                shutil.rmtree(folder, ignore_errors=True)
+        self._folders.remove_all(keep)
 
     @property
     def shard_text(self) -> str:

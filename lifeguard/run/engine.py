@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 import threading
 import time
@@ -26,6 +27,7 @@ from lifeguard.run.live import LiveOutput
 from lifeguard.run.own_error import disk_full, error_result
 from lifeguard.run.shutdown import shutdown
 from lifeguard.run.sink import Sink, count_run, series_finished, tallies_for
+from lifeguard.run.spares import RunFolders
 from lifeguard.run.supervise import CaptureHook, RunInterrupted, run_once
 
 if TYPE_CHECKING:
@@ -62,13 +64,15 @@ class LazyServers:
         self._servers: ForkServers | None = None
 
     def run(self, spec: RunSpec, *, cancel: threading.Event, capture_hooks: tuple[CaptureHook, ...],
-            live: LiveOutput | None) -> RunResult:
+            live: LiveOutput | None, meanwhile: Callable[[], None] | None = None,
+            reuse: Path | None = None) -> RunResult:
         with self._lock:
             if self._servers is None:
                 from lifeguard.run.forkserver import ForkServers
 
                 self._servers = ForkServers(self.interpreter)
-        return self._servers.run(spec, cancel=cancel, capture_hooks=capture_hooks, live=live)
+        return self._servers.run(spec, cancel=cancel, capture_hooks=capture_hooks, live=live, meanwhile=meanwhile,
+                                 reuse=reuse)
 
     def close(self) -> None:
         with self._lock:
@@ -150,25 +154,34 @@ class Engine:
                     prune_sessions()  # the user's older sessions' evidence, past the last few
         return session
 
-    def _one(self, spec: RunSpec, servers: LazyServers, began: float) -> RunResult | None:
+    def _one(self, spec: RunSpec, servers: LazyServers, began: float, folders: RunFolders) -> RunResult | None:
+        """Run ``spec`` to its result; ``folders``: the worker's passed runs' folders, recycled while this run's
+        child starts (lifeguard.run.spares), so that neither removing them nor making this one's folder is on
+        the path from one run to the next."""
         if self.cancel.is_set():
             return None
         seen: RunResult | None = None
         try:
             hooks = self.capture_hooks if spec.cores else ()
             live = self.live if spec.plain else None
+            tidy = functools.partial(folders.tidy, spec.run_dir)
             if self.cluster is not None:  # supervised and explained on a worker of the cluster
                 seen = result = self.cluster.run(spec, cancel=self.cancel)
             elif spec.mode is StartMode.FRESH:
-                seen = run_once(spec, cancel=self.cancel, capture_hooks=hooks, live=live)
+                seen = run_once(spec, cancel=self.cancel, capture_hooks=hooks, live=live, meanwhile=tidy,
+                                reuse=folders.spare(spec.run_dir))
             else:
-                seen = servers.run(spec, cancel=self.cancel, capture_hooks=hooks, live=live)
+                seen = servers.run(spec, cancel=self.cancel, capture_hooks=hooks, live=live, meanwhile=tidy,
+                                   reuse=folders.spare(spec.run_dir))
             # A failed run gets its evidence and findings; a passed one only a look for core files (a forked
             # child may have crashed while its parent carried on), so passing runs pay one listdir.
             if self.cluster is None:
                 result = self.explain(spec, seen)
             if result.outcome is Outcome.PASSED:
-                shutil.rmtree(spec.run_dir, ignore_errors=True)
+                if self.cluster is None:
+                    folders.discard(spec.run_dir)
+                else:
+                    shutil.rmtree(spec.run_dir, ignore_errors=True)
         except RunInterrupted:
             return None
         except Exception as exc:  # lifeguard's own fault for this run: recorded as an `error` run, never lost
@@ -196,16 +209,18 @@ class Engine:
                 scheduler.stop()
 
     def _worker(self, scheduler: Scheduler, session: Session, servers: LazyServers, began: float) -> None:
+        folders = RunFolders()
         try:
             while not self.cancel.is_set() and self._failure is None:
                 spec = scheduler.next_spec()
                 if spec is None:
                     return
-                self._deliver(session, scheduler, self._one(spec, servers, began))
+                self._deliver(session, scheduler, self._one(spec, servers, began, folders))
         except Exception as exc:  # lifeguard's own error outside a run (a sink, the plan): the session ends with it
             with self._lock:
                 self._failure = self._failure or exc
         finally:
+            folders.remove_all()
             if self._failure is not None:  # no new run starts; runs under way finish and are recorded
                 scheduler.stop()
                 with self._lock:

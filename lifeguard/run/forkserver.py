@@ -215,8 +215,10 @@ class ForkServers:
             return self._server
 
     def run(self, spec: RunSpec, *, cancel: threading.Event | None = None,
-            capture_hooks: tuple[CaptureHook, ...] = (), live: LiveOutput | None = None) -> RunResult:
-        files, events_fd = RunFiles.create(spec.run_dir)
+            capture_hooks: tuple[CaptureHook, ...] = (), live: LiveOutput | None = None,
+            meanwhile: Callable[[], None] | None = None, reuse: Path | None = None) -> RunResult:
+        """Run ``spec`` in a child forked by the server (``meanwhile`` and ``reuse`` as for run_once)."""
+        files, events_fd = RunFiles.create(spec.run_dir, reuse=reuse, emptied=True)
         relays = Relays(spec, files.stdout, files.stderr, DEFAULT_OUTPUT_CAP, live, pump_now=False)
         run_id = os.urandom(16).hex()
         membership = containment().for_run(run_id)
@@ -226,7 +228,7 @@ class ForkServers:
             pid = server.fork(spec, run_id, (events_fd, *relays.child_ends), membership.join_file())
             membership.started(pid)
         return supervise(spec, ForkedHandle(server, pid), membership, files, relays, started, cancel=cancel,
-                         capture_hooks=capture_hooks)
+                         capture_hooks=capture_hooks, meanwhile=meanwhile)
 
     def close(self) -> None:
         with self._lock:

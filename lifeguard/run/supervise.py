@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -190,16 +191,20 @@ def starting(membership: RunMembership, relays: Relays, events_fd: int) -> Itera
 
 def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
              capture_hooks: tuple[CaptureHook, ...] = (),
-             output_cap: int = DEFAULT_OUTPUT_CAP, live: LiveOutput | None = None) -> RunResult:
+             output_cap: int = DEFAULT_OUTPUT_CAP, live: LiveOutput | None = None,
+             meanwhile: Callable[[], None] | None = None, reuse: Path | None = None) -> RunResult:
     """Run ``spec`` in a fresh child and return its classified result (its output handed to ``live``
-    as it comes, when given)."""
+    as it comes, when given). ``meanwhile``: the caller's own work, done while the child starts (supervise);
+    ``reuse``: a passed run's folder, emptied already, to become this run's (lifeguard.run.spares)."""
     precompile_child_side(spec.interpreter.executable, spec.interpreter.version)
     if spec.kind is RunKind.COMMAND and headstart.pending() is not None:
         result = _from_head_start(spec, cancel=cancel, capture_hooks=capture_hooks, output_cap=output_cap,
                                   live=live)
         if result is not None:
+            if reuse is not None:  # its folder was made before lifeguard's imports: the spare is not needed
+                shutil.rmtree(reuse, ignore_errors=True)
             return result
-    files, events_fd = RunFiles.create(spec.run_dir)
+    files, events_fd = RunFiles.create(spec.run_dir, reuse=reuse, emptied=True)
     relays = Relays(spec, files.stdout, files.stderr, output_cap, live, pump_now=False)
     out_fd, err_fd = relays.child_ends
     run_id = os.urandom(16).hex()
@@ -234,7 +239,7 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
         else:
             membership.started(proc.pid)
     return supervise(spec, PopenHandle(proc), membership, files, relays, started, cancel=cancel,
-                     capture_hooks=capture_hooks)
+                     capture_hooks=capture_hooks, meanwhile=meanwhile)
 
 
 def _from_head_start(spec: RunSpec, *, cancel: threading.Event | None, capture_hooks: tuple[CaptureHook, ...],
