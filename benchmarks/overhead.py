@@ -3,7 +3,8 @@
 1. Per run: a trivial scenario N times through `lifeguard run` (one process, -j 1 and -j 2), and N bare
    spawns of the same interpreter with `-X faulthandler` on the same code, sequentially, alternating the
    two in rounds so machine noise hits both alike. Prints the per-run wall times and their ratio (target:
-   <= 1.10 at -j 1), and the spread of the rounds' own ratios.
+   <= 1.10 at -j 1), and the spread of the rounds' own ratios. Then what of that is `lifeguard run`'s own
+   start and end, paid once a session (a session of one run, less a run), and the ratio without it.
 2. A whole program under guard: `lifeguard run -q -- python3 script.py` against plain `python3 script.py`
    for a script that works about 1 s (its work is calibrated on the bare interpreter first), alternating
    the two, the median of each. Prints both and the overhead (target: < 5%). Both use the interpreter of a
@@ -66,6 +67,16 @@ def lifeguard(python: str, scenario: Path, runs: int, jobs: int) -> float:
                     "--mode", "fresh"],
                    check=True, timeout=600, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
+
+
+SESSION_SAMPLES = 5
+
+
+def session_cost(python: str, scenario: Path, per_run: float) -> float:
+    """Seconds of `lifeguard run`'s own start and end, paid once a session (its imports, the scenario file's
+    discovery, the session's containment, the reports): the median of a few sessions of one run, less a run."""
+    took = [lifeguard(python, scenario, 1, 1) for _ in range(SESSION_SAMPLES)]
+    return max(0.0, statistics.median(took) - per_run)
 
 
 # The programs: a fixed amount of interpreter work (allocation and collection included), no sleeping; and one
@@ -168,6 +179,8 @@ def main() -> int:
             times["bare"].append(bare(python, args.runs) / args.runs)
             times["lifeguard -j1"].append(lifeguard(python, scenario, args.runs, 1) / args.runs)
             times["lifeguard -j2"].append(lifeguard(python, scenario, args.runs, 2) / args.runs)
+        guarded = statistics.median(times["lifeguard -j1"])
+        once = session_cost(python, scenario, guarded)
     base = statistics.median(times["bare"])
     print(f"{args.runs} runs x {args.rounds} rounds, Python {sys.version.split()[0]}, median per-run wall time:")
     for name, values in times.items():
@@ -176,8 +189,11 @@ def main() -> int:
         rounds = [value / bare for value, bare in zip(values, times["bare"], strict=True)]
         print(f"  {name:14s} {per_run * 1000:7.2f} ms   ratio to bare {per_run / base:5.2f}   "
               f"rounds {min(rounds):.2f}-{max(rounds):.2f}")
-    ratio = statistics.median(times["lifeguard -j1"]) / base
+    ratio = guarded / base
     print(f"overhead ratio (lifeguard -j1 / bare): {ratio:.2f}  (target <= 1.10)")
+    print(f"  of which lifeguard run's own start and end, once a session: {once * 1000:.0f} ms "
+          f"({once / args.runs * 1000:.2f} ms of each of these {args.runs} runs); the runs alone "
+          f"{(guarded - once / args.runs) / base:.2f}")
     steps_report()  # where a run's supervision time goes, step by step
     tool = installed_tool(python)
     with tempfile.TemporaryDirectory() as tmp:
