@@ -7,10 +7,12 @@
    start and end, paid once a session (a session of one run, less a run), and the ratio without it.
 2. A whole program under guard: `lifeguard run -q -- python3 script.py` against plain `python3 script.py`
    for a script that works about 1 s (its work is calibrated on the bare interpreter first), alternating
-   the two, the median of each. Prints both and the overhead (target: < 5%). Both use the interpreter of a
-   private virtual environment (under lifeguard's cache) where this checkout is installed as a user installs
-   the tool (`pip install .`, not editable, byte-compiled): the `lifeguard` console script is what runs, and
-   neither side pays for the site hooks of whatever else this machine's own interpreter has installed.
+   the two, the median of each. Prints both and the overhead (target: < 5%).
+
+Both parts use the interpreter of a private virtual environment (under lifeguard's cache) where this checkout
+is installed as a user installs the tool (`pip install .`, not editable, byte-compiled): the `lifeguard`
+console script is what runs, without PYTHONPATH, and neither side pays for the site hooks of whatever else
+this machine's own interpreter has installed.
 
 lifeguard's own modules are byte-compiled first, as an installed wheel's are (PYTHONDONTWRITEBYTECODE would
 otherwise make every start compile them again).
@@ -39,13 +41,23 @@ from steps import steps_report
 BARE_TIMEOUT = 30.0
 
 
-def bare(python: str, runs: int) -> float:
+def user_env() -> dict[str, str]:
+    """The environment both sides run in: this one without PYTHONPATH (a user's installed lifeguard needs none,
+    and every child would pay for searching one more folder) or PYTHONDONTWRITEBYTECODE."""
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def bare(tool: Path, runs: int) -> float:
     """The baseline: spawn, and wait on a pidfd with a deadline. (subprocess.run(timeout=...)
     polls with growing sleeps, which would add latency to the baseline and flatter lifeguard.)"""
+    env = user_env()
     start = time.perf_counter()
     for _ in range(runs):
-        proc = subprocess.Popen([python, "-X", "faulthandler", "-c", CODE], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen([str(tool / "python"), "-X", "faulthandler", "-c", CODE], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         pidfd = os.pidfd_open(proc.pid)
         try:
             ready, _, _ = select.select([pidfd], [], [], BARE_TIMEOUT)
@@ -60,22 +72,22 @@ def bare(python: str, runs: int) -> float:
     return time.perf_counter() - start
 
 
-def lifeguard(python: str, scenario: Path, runs: int, jobs: int) -> float:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def lifeguard(tool: Path, scenario: Path, runs: int, jobs: int) -> float:
+    """Seconds of one `lifeguard run` session of ``runs`` runs, the installed console script."""
     start = time.perf_counter()
-    subprocess.run([python, "-m", "lifeguard", "run", str(scenario), "--repeat", str(runs), "-j", str(jobs),
+    subprocess.run([str(tool / "lifeguard"), "run", str(scenario), "--repeat", str(runs), "-j", str(jobs),
                     "--mode", "fresh"],
-                   check=True, timeout=600, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                   check=True, timeout=600, env=user_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
 
 
 SESSION_SAMPLES = 5
 
 
-def session_cost(python: str, scenario: Path, per_run: float) -> float:
+def session_cost(tool: Path, scenario: Path, per_run: float) -> float:
     """Seconds of `lifeguard run`'s own start and end, paid once a session (its imports, the scenario file's
     discovery, the session's containment, the reports): the median of a few sessions of one run, less a run."""
-    took = [lifeguard(python, scenario, 1, 1) for _ in range(SESSION_SAMPLES)]
+    took = [lifeguard(tool, scenario, 1, 1) for _ in range(SESSION_SAMPLES)]
     return max(0.0, statistics.median(took) - per_run)
 
 
@@ -125,9 +137,7 @@ def installed_tool(python: str) -> Path:
 def program_overhead(tool: Path, folder: Path, rounds: int, seconds: float) -> list[str]:
     """Prints the comparison; returns its figures, a line a program."""
     python = str(tool / "python")
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env = user_env()
     computing, sleeping = folder / "program.py", folder / "sleeper.py"
     computing.write_text(PROGRAM)
     sleeping.write_text(SLEEPER)
@@ -172,15 +182,16 @@ def main() -> int:
         if args.figures:
             record("head-start", program)
         return 0
+    tool = installed_tool(python)
     with tempfile.TemporaryDirectory() as tmp:
         scenario = write_scenario(Path(tmp))
         times: dict[str, list[float]] = {"bare": [], "lifeguard -j1": [], "lifeguard -j2": []}
         for _ in range(args.rounds):
-            times["bare"].append(bare(python, args.runs) / args.runs)
-            times["lifeguard -j1"].append(lifeguard(python, scenario, args.runs, 1) / args.runs)
-            times["lifeguard -j2"].append(lifeguard(python, scenario, args.runs, 2) / args.runs)
+            times["bare"].append(bare(tool, args.runs) / args.runs)
+            times["lifeguard -j1"].append(lifeguard(tool, scenario, args.runs, 1) / args.runs)
+            times["lifeguard -j2"].append(lifeguard(tool, scenario, args.runs, 2) / args.runs)
         guarded = statistics.median(times["lifeguard -j1"])
-        once = session_cost(python, scenario, guarded)
+        once = session_cost(tool, scenario, guarded)
     base = statistics.median(times["bare"])
     print(f"{args.runs} runs x {args.rounds} rounds, Python {sys.version.split()[0]}, median per-run wall time:")
     for name, values in times.items():
@@ -195,7 +206,6 @@ def main() -> int:
           f"({once / args.runs * 1000:.2f} ms of each of these {args.runs} runs); the runs alone "
           f"{(guarded - once / args.runs) / base:.2f}")
     steps_report()  # where a run's supervision time goes, step by step
-    tool = installed_tool(python)
     with tempfile.TemporaryDirectory() as tmp:
         program = program_overhead(tool, Path(tmp), args.program_rounds, args.program_seconds)
     if args.figures:

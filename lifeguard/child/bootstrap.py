@@ -22,7 +22,7 @@ import faulthandler
 import os
 import sys
 
-from lifeguard.child import cores, crash_park, emit, finalization, fork_ends, joined, os_exit, protocol
+from lifeguard.child import cores, crash_park, emit, finalization, fork_ends, joined, os_exit, protocol, unpatched
 
 TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows this name
 if TYPE_CHECKING:
@@ -304,10 +304,9 @@ def run(spec: protocol.ChildSpec) -> None:
         module = None
         fixture = spec["fixture"]
         if fixture:  # first: the scenario file may import the fixture itself
-            import importlib
-
             sys.path.insert(0, spec["fixture_dir"] or "")  # (a fixture always comes with its build's folder)
-            module = importlib.import_module(fixture)
+            __import__(fixture)  # as importlib.import_module would, without importing importlib
+            module = sys.modules[fixture]
         func = _load_function(spec["path"], spec["function"])
         body = (lambda: func(module)) if fixture else func
     emit(protocol.BODY_START)
@@ -328,16 +327,13 @@ def attach(spec: protocol.AttachSpec) -> None:
 
 
 def _load_function(path: str, name: str) -> Any:
-    import importlib.util
-
     module_name = "lifeguard_scenario_" + os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
+    module = unpatched.file_module(module_name, path)
+    if module is None:
         raise ImportError(f"cannot load scenario file {path}")
-    module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    spec.loader.exec_module(module)
+    module.__spec__.loader.exec_module(module)
     return getattr(module, name)
 
 

@@ -162,18 +162,15 @@ def _describe(path: str, exc: BaseException) -> dict[str, Any]:
 def load(path: str) -> tuple[dict[str, Any] | None, list[str]]:
     """Import one scenario file, its folder first on sys.path (as Python would for a script); return what
     it raised (None) and the functions declared in it that a run could not take from it by name."""
-    import importlib.util
-
     module_name = "lifeguard_scenarios_" + "".join(c if c.isalnum() else "_" for c in path)
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
+    module = unpatched.file_module(module_name, path)
+    if module is None:
         return {"type": "ImportError", "message": "cannot be loaded as a Python file", "line": 0}, []
-    module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # as in a run's child: a dataclass in the file finds its module
     folder = os.path.dirname(path)
     sys.path.insert(0, folder)
     try:
-        spec.loader.exec_module(module)
+        module.__spec__.loader.exec_module(module)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the file ends discovery, not the process
         return _describe(path, exc), []
     finally:

@@ -11,7 +11,7 @@ supervisor. Without pidfds (an older kernel) nothing is held and nothing is repo
 from __future__ import annotations
 
 import os
-import struct
+import sys
 
 from lifeguard.child import unpatched
 
@@ -19,7 +19,10 @@ MAX_HELD = 256  # pidfds held at once; past it, those of ended children are read
 MAX_REPORTED = 64  # abnormal ends kept for the report
 PIDFD_GET_INFO = 0xC040FF0B  # _IOWR(0xFF, 11, struct pidfd_info), its first 64-byte version
 PIDFD_INFO_EXIT = 0x8
-_INFO = struct.Struct("=QQ11Ii")  # mask, cgroupid, pid..fsgid, exit_code (a wait status)
+# struct pidfd_info: mask (u64), cgroupid (u64), pid..fsgid (11 u32), exit_code (s32, a wait status); read with
+# int.from_bytes (struct's import is a third of a millisecond of every run's start).
+_INFO_SIZE = 64
+_EXIT_CODE_AT = 60
 
 _held: dict[int, tuple[int, int]] = {}  # child pid -> its pidfd and the pidfd's inode
 _ended: list[tuple[int, int]] = []  # (pid, exit code; negative: the signal) of children that ended non-zero
@@ -83,13 +86,13 @@ def exit_code(pidfd: int) -> int | None:
     try:
         import fcntl
 
-        info = bytearray(_INFO.size)
-        _INFO.pack_into(info, 0, PIDFD_INFO_EXIT, *([0] * 13))
+        info = bytearray(PIDFD_INFO_EXIT.to_bytes(8, sys.byteorder) + bytes(_INFO_SIZE - 8))
         fcntl.ioctl(pidfd, PIDFD_GET_INFO, info)
     except (OSError, ImportError):
         return None
-    fields = _INFO.unpack(info)
-    return os.waitstatus_to_exitcode(fields[-1]) if fields[0] & PIDFD_INFO_EXIT else None
+    if not int.from_bytes(info[:8], sys.byteorder) & PIDFD_INFO_EXIT:
+        return None
+    return os.waitstatus_to_exitcode(int.from_bytes(info[_EXIT_CODE_AT:_INFO_SIZE], sys.byteorder, signed=True))
 
 
 def _prune() -> None:
