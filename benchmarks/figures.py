@@ -43,7 +43,10 @@ SECTIONS: dict[str, Section] = {
         "[the quick start](index.md#quick-start)"),
     "run-overhead": Section(
         "Per run", "overhead.py",
-        "A trivial scenario through `lifeguard run` against bare spawns of the same interpreter, alternated.",
+        "A trivial scenario through `lifeguard run` against bare spawns of the same interpreter, alternated; both "
+        "in a private venv where lifeguard is installed as a user installs it (a lean interpreter: its bare start "
+        "is about 12 ms here, so every millisecond of a run's own cost weighs four times what it did against this "
+        "machine's own interpreter, whose site hooks take 30 ms).",
         "[What a run is](runs.md)"),
     "throughput": Section(
         "Fork-server throughput", "throughput.py",
