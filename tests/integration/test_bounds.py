@@ -175,6 +175,10 @@ def test_ctrl_c_during_a_bounded_tool_run_kills_the_tool(tmp_path: Path, pace: P
         import os, signal, threading, time
         from lifeguard.capture.bounded import run_bounded
 
+        # A background job of a non-interactive shell (a CI step, `cmd &`) starts with SIGINT ignored, and Python
+        # keeps it ignored: the Ctrl-C this test sends would never land.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
         def interrupt_once_started():
             while not os.path.exists({str(pid_file)!r}) or not open({str(pid_file)!r}).read().strip():
                 time.sleep(0.01)
