@@ -121,11 +121,19 @@ def machine() -> str:
     return f"{cores} core{'s' if cores != 1 else ''}, {platform.system()}, Python {platform.python_version()}"
 
 
+def _shown(arg: str) -> str:
+    """An argument as the page shows it: an interpreter given by its path as the name it resolves to
+    (python3.13), not as this machine's folder of it."""
+    if arg.startswith("/") and Path(arg).name.startswith("python") and Path(arg).is_file():
+        return Path(arg).resolve().name
+    return arg
+
+
 def command(argv: list[str]) -> str:
     """The command line that re-measures: the script by its path from the checkout, --figures included."""
     script = Path(argv[0]).resolve()
     shown = script.relative_to(ROOT) if script.is_relative_to(ROOT) else script
-    return shlex.join(["python3", str(shown), *argv[1:]])
+    return shlex.join(["python3", str(shown), *map(_shown, argv[1:])])
 
 
 def record(key: str, lines: list[str], argv: list[str] | None = None) -> None:
