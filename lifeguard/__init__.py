@@ -4,8 +4,6 @@ Kept tiny on purpose: scenario files and the child bootstrap import this package
 so it must import fast, under any supported interpreter, with no dependencies.
 """
 
-from __future__ import annotations
-
 import os
 
 from lifeguard.child.protocol import CHILD_ENV, DISCOVER_ENV
@@ -19,7 +17,7 @@ __all__ = ["__version__", "scenario"]
 __version__ = "0.1.0"
 
 
-def scenario(fixture: str | None = None, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def scenario(fixture: str | None = None, **options: "Any") -> "Callable[[Callable[..., Any]], Callable[..., Any]]":
     """Declare a scenario; see :func:`lifeguard.model.scenario.scenario` for the options."""
     if os.environ.get(DISCOVER_ENV):
         # The discovery process (lifeguard never imports a scenario file itself): record the arguments as

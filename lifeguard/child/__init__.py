@@ -6,8 +6,6 @@ supervisor passed down. They are safe to
 call from any thread and from forked children (every event carries its pid).
 """
 
-from __future__ import annotations
-
 import _thread
 import os
 import time
@@ -22,7 +20,7 @@ if TYPE_CHECKING:
 _write_lock = _thread.allocate_lock()  # threading.Lock itself, without importing threading (milliseconds)
 
 
-def emit(kind: str, **fields: Any) -> None:
+def emit(kind: str, **fields: "Any") -> None:
     """Append one event line to the result channel (no-op outside a supervised run)."""
     fd_text = os.environ.get(protocol.EVENTS_FD_ENV)
     if not fd_text:
@@ -44,7 +42,7 @@ def emit(kind: str, **fields: Any) -> None:
             pass
 
 
-def event_line(record: dict[str, Any]) -> bytes:
+def event_line(record: "dict[str, Any]") -> bytes:
     """One line of the result channel: ``record`` as one JSON object, made here (no json import in the child,
     whose start-up every run pays); the supervisor reads it with json's C scanner, about ten times faster than
     a Python literal. A string's lone surrogates (undecodable bytes of a path) become \\udcXX escapes, which
@@ -61,7 +59,7 @@ def event_marker(kind: str) -> bytes:
 _JSON_ESCAPES = {**{code: f"\\u{code:04x}" for code in range(32)}, ord('"'): '\\"', ord("\\"): "\\\\"}
 
 
-def _json(value: Any) -> str:
+def _json(value: "Any") -> str:
     """``value`` as JSON text on one line; anything JSON has no word for (nan, inf, an object) as its repr.
     Exact types first, and a string with nothing to escape as it is: an exit's events are on the run's own
     time (a thread racing the interpreter's exit races lifeguard's work too: benchmarks/fidelity.py)."""

@@ -15,8 +15,6 @@ run that lifeguard did not start itself, through ``attach``), it:
 Imports stay minimal: every millisecond here is paid by every run.
 """
 
-from __future__ import annotations
-
 import _thread
 import faulthandler
 import os
@@ -30,9 +28,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 _dump_fds: list[int] = []  # the dump files, open for the life of the process
-_undo: list[Callable[[], None]] = []  # takes out what install_evidence put in, last first (retire)
+_undo: "list[Callable[[], None]]" = []  # takes out what install_evidence put in, last first (retire)
 _harness: list[object] = []  # lifeguard's modules, out of sys.modules (hide_harness) until retire clears them
-_exit_begins: list[Callable[[], None]] = []  # what a perturbation does when the exit begins (perturb.exit_starve)
+_exit_begins: "list[Callable[[], None]]" = []  # what a perturbation does when the exit begins (perturb.exit_starve)
 
 
 def _dump_path(run_dir: str, pid: int) -> str:
@@ -56,7 +54,7 @@ def _register_dump(run_dir: str, signum: int) -> None:
 MAX_INVENTORY_THREADS = 64
 
 
-def _thread_inventory() -> list[dict[str, Any]]:
+def _thread_inventory() -> "list[dict[str, Any]]":
     """The calling process's threads, read in the fork's prepare step: kernel names from
     /proc/self/task and, for Python threads, their names. Cheap (one small read a thread)."""
     threading = sys.modules.get("threading")  # never import it here: the scenario may not have
@@ -171,12 +169,12 @@ def _retire() -> None:
 MAX_ATEXIT_RECORDS = 200
 
 
-def _record_atexit_registrations(atexit: Any) -> None:
+def _record_atexit_registrations(atexit: "Any") -> None:
     """Each atexit callback the program (or a library, also from C) registers, as an event, in order."""
     register = atexit.register
     count = [0]
 
-    def recording_register(func: Any, *args: Any, **kwargs: Any) -> Any:
+    def recording_register(func: "Any", *args: "Any", **kwargs: "Any") -> "Any":
         module = getattr(func, "__module__", None) or getattr(getattr(func, "__self__", None), "__name__", None)
         if count[0] < MAX_ATEXIT_RECORDS and not str(module).startswith("lifeguard."):  # not our own moment
             count[0] += 1
@@ -214,7 +212,7 @@ def _install_gc_watch() -> None:
 
     started, freed = [0], [0]
 
-    def on_gc(phase: str, info: dict[str, Any]) -> None:
+    def on_gc(phase: str, info: "dict[str, Any]") -> None:
         # Kernel thread ids: the main thread's is the pid (also in a forked child, whose only thread is the one
         # that forked), and no monkey-patching of threading changes them.
         tid = _thread.get_native_id()
@@ -272,7 +270,7 @@ def install_evidence(run_dir: str, signum: int, seed: int, perturbations: list[s
         _exit_begins.extend(perturb.apply(perturbations, seed))
 
 
-def run(spec: protocol.ChildSpec) -> None:
+def run(spec: "protocol.ChildSpec") -> None:
     """Set up the evidence machinery, import the fixture and the scenario, run the body.
 
     Returns when the body returned; raises what the body raised (SystemExit included).
@@ -307,13 +305,13 @@ def run(spec: protocol.ChildSpec) -> None:
             sys.path.insert(0, spec["fixture_dir"] or "")  # (a fixture always comes with its build's folder)
             __import__(fixture)  # as importlib.import_module would, without importing importlib
             module = sys.modules[fixture]
-        func = _load_function(spec["path"], spec["function"])
+        func = _load_function(spec["path"], spec["function"], spec.get("bytecode"))
         body = (lambda: func(module)) if fixture else func
     emit(protocol.BODY_START)
     _run_body(body, on_uncaught)
 
 
-def attach(spec: protocol.AttachSpec) -> None:
+def attach(spec: "protocol.AttachSpec") -> None:
     """A Python process of a plain run that lifeguard did not start (a command's Python, a program's
     Python subprocess): the same evidence machinery, from its first line (sitecustomize) to its exit.
     ``threading`` is not imported for it (milliseconds of every attached process's start-up)."""
@@ -326,18 +324,24 @@ def attach(spec: protocol.AttachSpec) -> None:
     emit(protocol.BODY_START)
 
 
-def _load_function(path: str, name: str) -> Any:
+def _load_function(path: str, name: str, bytecode: "str | None" = None) -> "Any":
     module_name = "lifeguard_scenario_" + os.path.splitext(os.path.basename(path))[0]
     module = unpatched.file_module(module_name, path)
     if module is None:
         raise ImportError(f"cannot load scenario file {path}")
     sys.modules[module_name] = module
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    module.__spec__.loader.exec_module(module)
+    # The supervisor's compiled code, as the loader would run its own .pyc: without one (PYTHONDONTWRITEBYTECODE,
+    # a read-only folder) the loader compiles the file in every run (a millisecond, and see plain.script_code).
+    code = unpatched.cached_code(path, bytecode) if bytecode else None
+    if code is not None:
+        exec(code, module.__dict__)
+    else:
+        module.__spec__.loader.exec_module(module)
     return getattr(module, name)
 
 
-def _run_body(body: Callable[[], object], on_uncaught: Callable[[BaseException], None] | None = None) -> None:
+def _run_body(body: "Callable[[], object]", on_uncaught: "Callable[[BaseException], None] | None" = None) -> None:
     try:
         body()
     except SystemExit as exc:

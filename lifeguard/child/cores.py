@@ -13,8 +13,6 @@ Finalization is caught where CPython starts it (lifeguard.child.finalization): `
 which joins the program's non-daemon threads; the hook runs after that join, before the atexit callbacks.
 """
 
-from __future__ import annotations
-
 import os
 
 from lifeguard.child import crash_park, emit, finalization, protocol, unpatched
@@ -55,9 +53,29 @@ _on = [False]  # core dumps turned on in this process (inherited by its forks)
 
 def allow_core_dumps() -> bool:
     """Raise RLIMIT_CORE to the hard limit, if cores land in the working directory (else they would be
-    written elsewhere, or piped to a handler). Done here rather than in a preexec_fn: that would make the
-    supervisor's spawn unsafe with several worker threads, and slower for every run."""
-    return pattern_is_local() and _raise_core_limit()
+    written elsewhere, or piped to a handler). A fresh scenario child finds it raised by the supervisor
+    already (lifeguard.run.launch.raise_core_limit); anything else raises it here (not in a preexec_fn:
+    that would make the supervisor's spawn unsafe with several worker threads, and slower for every run)."""
+    return pattern_is_local() and (_raised_already() or _raise_core_limit())
+
+
+def _raised_already() -> bool:
+    """Is this process's soft core limit its hard limit, and not 0? Read at /proc: importing ``resource``
+    would cost every fresh run's start a third of a millisecond."""
+    try:
+        fd = os.open(protocol.LIMITS_FILE, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            text = os.read(fd, 8192)
+        finally:
+            unpatched.close(fd)
+    except OSError:
+        return False
+    for line in text.splitlines():
+        if line.startswith(b"Max core file size"):
+            soft, hard = line.split()[4:6]
+            _on[0] = soft == hard and soft != b"0"
+            return _on[0]
+    return False
 
 
 def cores_in_run_folder(run_dir: str, local: bool | None = None) -> None:
@@ -80,6 +98,8 @@ def cores_in_run_folder(run_dir: str, local: bool | None = None) -> None:
 
 
 def _raise_core_limit() -> bool:
+    if _on[0]:
+        return True  # on already in this process (or the process it was forked from)
     import resource  # at exit, loaded at start-up already (at_finalization)
 
     _, hard = resource.getrlimit(resource.RLIMIT_CORE)
@@ -101,7 +121,7 @@ def at_finalization(run_dir: str, *, cores: bool, body_end: bool) -> None:
     # thread calling into Python as the interpreter finalizes) loses races it would win (benchmarks/fidelity.py:
     # half a millisecond here, on every exit).
     local = pattern_is_local() if cores else False
-    if local:
+    if local and not _on[0]:
         import resource  # noqa: F401  (loaded for _raise_core_limit)
 
     def begin() -> None:

@@ -20,8 +20,6 @@ then re-raises into the sleep. At finalization the default dispositions come bac
 from there on cores land in the run folder and say more, a fault address included).
 """
 
-from __future__ import annotations
-
 import faulthandler
 import os
 import sys
@@ -43,7 +41,7 @@ _SIGACTION_SIZE = 8 + 128 + 8 + 8
 _FLAGS_OFFSET = 8 + 128
 
 
-def _sigaction() -> tuple[Callable[..., int], int] | None:
+def _sigaction() -> "tuple[Callable[..., int], int] | None":
     """libc's sigaction as a callable, and the address of its sleep; None where they cannot be had. Through
     _ctypes alone: the ctypes package costs a few milliseconds and ~860 objects of every run's start-up."""
     loaded = "_ctypes" in sys.modules
@@ -70,7 +68,7 @@ def _sigaction() -> tuple[Callable[..., int], int] | None:
 
 
 _installed = [False]
-_prepared: list[tuple[Callable[..., int], int] | None] = []
+_prepared: "list[tuple[Callable[..., int], int] | None]" = []
 
 
 def prepare() -> None:

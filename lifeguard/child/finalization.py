@@ -14,8 +14,6 @@ there would cost every attached process milliseconds) has no thread to join at e
 Standard library only, and only modules every interpreter has loaded already (atexit is built in).
 """
 
-from __future__ import annotations
-
 import sys
 
 TYPE_CHECKING = False
@@ -24,13 +22,13 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-_undo: list[Callable[[], None]] = []  # takes out what on_start put in (forget)
+_undo: "list[Callable[[], None]]" = []  # takes out what on_start put in (forget)
 
 
 class _Moment:
     """Calls ``begin`` once, as finalization starts, and ``after_join`` once the program's threads are joined."""
 
-    def __init__(self, begin: Callable[[], None], after_join: Callable[[], None]) -> None:
+    def __init__(self, begin: "Callable[[], None]", after_join: "Callable[[], None]") -> None:
         self.begin = begin
         self.after_join = after_join
         self.started = False
@@ -40,7 +38,7 @@ class _Moment:
             self.started = True
             self.begin()
 
-    def wrap_shutdown(self, threading: Any) -> bool:
+    def wrap_shutdown(self, threading: "Any") -> bool:
         shutdown = getattr(threading, "_shutdown", None)
         if shutdown is None:
             return False
@@ -71,10 +69,10 @@ class _Moment:
 class _ThreadingImport:
     """A meta path finder that finds nothing itself: it wraps the loader of ``threading`` as it is found."""
 
-    def __init__(self, loaded: Callable[[Any], None]) -> None:
+    def __init__(self, loaded: "Callable[[Any], None]") -> None:
         self.loaded = loaded
 
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+    def find_spec(self, name: str, path: "Any" = None, target: "Any" = None) -> "Any":
         if name != "threading":
             return None
         for finder in list(sys.meta_path):
@@ -91,7 +89,7 @@ class _ThreadingImport:
         if exec_module is None or isinstance(loader, type):
             return spec  # a loader shared by other modules is not wrapped: the atexit callback stays the moment
 
-        def exec_then_hook(module: Any) -> None:
+        def exec_then_hook(module: "Any") -> None:
             exec_module(module)
             self.leave()  # only now: a find_spec alone (importlib.util.find_spec) loads nothing
             self.loaded(module)
@@ -104,7 +102,7 @@ class _ThreadingImport:
             sys.meta_path.remove(self)
 
 
-def on_start(begin: Callable[[], None], after_join: Callable[[], None]) -> None:
+def on_start(begin: "Callable[[], None]", after_join: "Callable[[], None]") -> None:
     """Call ``begin`` as this process starts finalizing, ``after_join`` once its threads are joined."""
     import atexit as atexit_module
 
@@ -117,7 +115,7 @@ def on_start(begin: Callable[[], None], after_join: Callable[[], None]) -> None:
             register(moment.at_exit)
         return
 
-    def register_before_us(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def register_before_us(func: "Callable[..., Any]", *args: "Any", **kwargs: "Any") -> "Any":
         registered = register(func, *args, **kwargs)
         atexit.unregister(moment.at_exit)
         register(moment.at_exit)  # the most recent again: it runs first
@@ -126,7 +124,7 @@ def on_start(begin: Callable[[], None], after_join: Callable[[], None]) -> None:
     register_before_us.__name__ = register_before_us.__qualname__ = "register"
     register_before_us.__doc__ = register.__doc__
 
-    def threading_loaded(module: Any) -> None:
+    def threading_loaded(module: "Any") -> None:
         if moment.wrap_shutdown(module):  # finalization now starts there, before any atexit callback
             if atexit.register is register_before_us:
                 atexit.register = register

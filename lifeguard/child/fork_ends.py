@@ -8,8 +8,6 @@ information (Linux 6.15 and later) for one the program reaped. Children still al
 supervisor. Without pidfds (an older kernel) nothing is held and nothing is reported.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 

@@ -9,8 +9,6 @@ top of the bootstrap and of the attach hook, keeps the membership airtight all t
 in the folder (every descendant: the cgroup is inherited) passes at once.
 """
 
-from __future__ import annotations
-
 import os
 import time
 

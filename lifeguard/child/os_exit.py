@@ -5,8 +5,6 @@ call's status and the caller's frames on the result channel (protocol.OS_EXIT), 
 Standard library and ``lifeguard.child`` only.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -26,7 +24,7 @@ def watch() -> None:
     if getattr(real, "_lifeguard_watch", False):
         return
 
-    def _exit(status: int) -> NoReturn:
+    def _exit(status: int) -> "NoReturn":
         try:
             frames: list[str] = []
             frame: FrameType | None = sys._getframe(1)

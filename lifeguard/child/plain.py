@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from lifeguard.child import protocol
+from lifeguard.child import protocol, unpatched
 
 TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows this name
 if TYPE_CHECKING:
@@ -75,27 +75,16 @@ def prepare(spec: protocol.ChildSpec) -> Callable[[], object]:
 
 
 def script_code(path: str, bytecode: str | None) -> Any:
-    """The script's code object: from ``bytecode`` (compiled by the supervisor, lifeguard.run.launch) while it is
-    that of the script as it is now (the header's mtime and size, as importlib checks a .pyc), else compiled here.
+    """The script's code object: from ``bytecode`` (compiled by the supervisor) while it is that of the script as it
+    is now (unpatched.cached_code), else compiled here.
 
     Python's builtin compile() makes the interpreter build its 124 ast node types on first use (PyAST_Check),
     which ``python script.py`` never does (it parses in C): freeing them at exit made every run's finalization
     about a millisecond longer here, and a native thread racing the interpreter's exit lost races it wins
     without lifeguard (benchmarks/fidelity.py)."""
-    if bytecode:
-        try:
-            with open(bytecode, "rb") as f:
-                data = f.read()
-            stat = os.stat(path)
-            header = (sys.modules["_frozen_importlib_external"].MAGIC_NUMBER + bytes(4)
-                      + (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
-                      + (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
-            if data[:16] == header:
-                import marshal  # built in, and loaded already by importlib
-
-                return marshal.loads(data[16:])
-        except (OSError, ValueError, EOFError, TypeError):
-            pass  # compiled below
+    code = unpatched.cached_code(path, bytecode) if bytecode else None
+    if code is not None:
+        return code
     with open(path, "rb") as f:
         source = f.read()
     return compile(source, path, "exec")

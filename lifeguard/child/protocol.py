@@ -6,8 +6,6 @@ only, and cheap to import: every run's start-up pays for it (no `signal`, whose 
 the dump signal reaches the child as a number in the spec).
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -101,7 +99,7 @@ if TYPE_CHECKING:
         exit: str  # forked runs: "fast" (os._exit after flushing) or "full" (finalization)
         module: str  # for kind "module": the module -m runs
         workdir: str  # plain targets: the user's folder, the program's working directory ("" for the run's)
-        bytecode: str | None  # a script: its code compiled by the supervisor for the child's interpreter (.pyc)
+        bytecode: str | None  # a script, a scenario file: its code compiled by the supervisor for the child (.pyc)
 
     class AttachSpec(TypedDict):
         """What a Python process of a plain run that lifeguard did not start needs to join it (ATTACH_ENV, a
@@ -168,7 +166,7 @@ PROBE_KEYS = ("probe", "exercised", "calls", "raised", "callback_calls", "return
               "threads_after", "hook_threads", "waited", "why")
 
 
-def not_exercised(events: Iterable[Any], main_pid: int) -> str | None:
+def not_exercised(events: "Iterable[Any]", main_pid: int) -> str | None:
     """Why the main process's probe used nothing of its module (its PROBE_EXERCISED event), or None when it did
     or is no probe: what run.classify makes a ``not exercised`` run of."""
     for event in events:
@@ -203,6 +201,8 @@ PARKED_SIGNALS = (4, 6, 7, 8, 11)
 # child itself): on x86-64 only, where the supervisor reads who sent it from the signal frame (SA_SIGINFO).
 PARKED_TERMINATION = 15
 CORE_PATTERN_FILE = "/proc/sys/kernel/core_pattern"
+LIMITS_FILE = "/proc/self/limits"
+BUNDLE_DIR = "child-bundles"  # in lifeguard's cache: child.bundle's files, one an interpreter and package
 # A test forked from pytest (--lifeguard) whose body failed: the failure as pytest itself reports it.
 PYTEST_FAILURE_FILE = "pytest-failure.txt"
 PYTEST_REPORT_FILE = "pytest-report.json"  # ...and pytest's own report of it, serialized as pytest-xdist does

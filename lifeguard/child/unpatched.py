@@ -7,6 +7,7 @@ enter. posix's functions are the originals, whatever was done to os. A file is l
 interpreter's own frozen importlib: importlib.util imports contextlib, collections and functools first, about 4.8
 ms of every run's start in an interpreter whose site did not load them already (a virtual environment's)."""
 
+import os
 import sys
 from posix import close, waitpid
 
@@ -14,7 +15,7 @@ TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["close", "file_module", "waitpid"]
+__all__ = ["cached_code", "close", "file_module", "waitpid"]
 
 
 def file_module(name: str, path: str) -> "Any":
@@ -25,3 +26,23 @@ def file_module(name: str, path: str) -> "Any":
     if spec is None or spec.loader is None:
         return None
     return sys.modules["_frozen_importlib"].module_from_spec(spec)
+
+
+def cached_code(path: str, bytecode: str) -> "Any":
+    """The code of the Python file ``path`` from ``bytecode``, a .pyc the supervisor compiled for this interpreter
+    (lifeguard.run.launch.file_bytecode), while it is that of the file as it is now (the header's mtime and size,
+    as importlib checks a .pyc); None when it is not."""
+    try:
+        with open(bytecode, "rb") as f:
+            data = f.read()
+        stat = os.stat(path)
+        header = (sys.modules["_frozen_importlib_external"].MAGIC_NUMBER + bytes(4)
+                  + (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+                  + (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+        if data[:16] == header:
+            import marshal  # built in, and loaded already by importlib
+
+            return marshal.loads(data[16:])
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    return None

@@ -18,9 +18,11 @@ from pathlib import Path
 
 from lifeguard.cache import cache_folder
 from lifeguard.child import protocol
+from lifeguard.child.cores import pattern_is_local
 from lifeguard.child.protocol import BOOT_SCRIPT, EVENTS_FILE
 from lifeguard.model.run import BacktraceMethod, RunKind, RunSpec, StartMode
 from lifeguard.run import childpath
+from lifeguard.run.boot import boot_code, child_bundle
 
 # The signal the child's faulthandler listens on for a dump of every thread.
 
@@ -86,11 +88,12 @@ def precompile_child_side(executable: str, version: tuple[int, ...] = ()) -> Non
         pass
 
 
-def script_bytecode(spec: RunSpec) -> str | None:
-    """A script's code compiled for the child's interpreter, as a .pyc in lifeguard's cache (plain.script_code
-    says why the child does not compile it); None for other targets, or when it cannot be compiled here (the child
-    compiles it then, and reports a syntax error as Python would)."""
-    if spec.kind is not RunKind.SCRIPT or not spec.path:
+def file_bytecode(spec: RunSpec) -> str | None:
+    """A script's or a scenario file's code compiled for the child's interpreter, as a .pyc in lifeguard's cache
+    (plain.script_code says why the child does not compile it; a scenario file's own __pycache__ may not be
+    written: PYTHONDONTWRITEBYTECODE, a read-only folder); None for other targets, or when it cannot be compiled
+    here (the child compiles or imports it then, and reports a syntax error as Python would)."""
+    if spec.kind not in (RunKind.SCRIPT, RunKind.FUNCTION) or not spec.path:
         return None
     try:
         stat = os.stat(spec.path)
@@ -158,6 +161,29 @@ def no_inherited_cores() -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
 
 
+def wants_cores(spec: RunSpec) -> bool:
+    """Do the run's Python processes turn core dumps on where a core lands in the run's folder (child.cores)?"""
+    return spec.cores and spec.backtrace is BacktraceMethod.CORE
+
+
+def raise_core_limit(spec: RunSpec, pid: int) -> None:
+    """A fresh scenario child's core dumps, turned on from here before it runs any code of the run's (it waits
+    to be moved into its cgroup first, where it has one: child.joined), so that it need not import ``resource``
+    (a third of a millisecond of every run's start). Best effort: a child that finds its limit low raises it
+    itself (child.cores)."""
+    if spec.plain or not wants_cores(spec):
+        return
+    if not pattern_is_local():
+        return
+    import resource
+
+    try:
+        _, hard = resource.prlimit(pid, resource.RLIMIT_CORE)
+        resource.prlimit(pid, resource.RLIMIT_CORE, (hard, hard))
+    except (OSError, ValueError):
+        pass  # gone already, or not ours to change: the child does it
+
+
 def child_argv(spec: RunSpec, *, as_script: bool = False) -> list[str]:
     """The child's command line: the bootstrap as ``-c CODE``, or as a script file for
     tools that pass arguments through a shell (``as_script``, see boot_script). A command is its own."""
@@ -167,7 +193,9 @@ def child_argv(spec: RunSpec, *, as_script: bool = False) -> list[str]:
     if as_script:
         boot = [str(boot_script(path_dir))]
     else:
-        boot = ["-c", f"import sys; sys.path.insert(0, {str(path_dir)!r}); {protocol.BOOTSTRAP}; bootstrap.main()"]
+        optimized = any(flag.startswith("-O") for flag in spec.python_flags)  # the bundle was compiled without -O
+        bundle = None if optimized else child_bundle(spec.interpreter.executable, tuple(spec.interpreter.version))
+        boot = ["-c", boot_code(str(path_dir), bundle)]
     return [spec.interpreter.executable, "-X", "faulthandler", "-u", *spec.python_flags, *boot]
 
 
@@ -271,10 +299,10 @@ def child_spec(spec: RunSpec) -> protocol.ChildSpec:
         "kind": spec.kind.value, "path": spec.path, "function": spec.function, "code": spec.code,
         "fixture": spec.fixture, "fixture_dir": spec.fixture_dir, "run_dir": str(spec.run_dir),
         "dump_signal": int(DUMP_SIGNAL), "argv": list(spec.argv),
-        "cores": spec.cores and spec.backtrace is BacktraceMethod.CORE,
+        "cores": wants_cores(spec),
         "seed": spec.seed, "perturbations": list(spec.perturbations), "variant": spec.variant,
         "exit": "fast" if spec.mode is StartMode.FORK_FAST else "full",
-        "module": spec.module, "workdir": spec.workdir, "bytecode": script_bytecode(spec),
+        "module": spec.module, "workdir": spec.workdir, "bytecode": file_bytecode(spec),
     }
 
 

@@ -37,7 +37,7 @@ from lifeguard.run.channel import read_events
 from lifeguard.run.classify import classify, lead_pid, phase_of
 from lifeguard.run.containment import containment, spawn, starts_python
 from lifeguard.run.dumps import DUMP_TIMEOUT, Waitable, dump_python_stacks, dump_where_interrupted
-from lifeguard.run.launch import RunFiles, child_argv, child_env, precompile_child_side, spec_env
+from lifeguard.run.launch import RunFiles, child_argv, child_env, precompile_child_side, raise_core_limit, spec_env
 from lifeguard.run.live import LiveOutput
 from lifeguard.run.parked import ParkedCrashes
 from lifeguard.run.relay import Relays
@@ -230,6 +230,7 @@ def run_once(spec: RunSpec, *, cancel: threading.Event | None = None,
             raise UsageError(f"cannot start {argv[0]!r} in {spec.cwd}: {exc.strerror or exc}") from None
         if later:
             try:
+                raise_core_limit(spec, proc.pid)  # before the child may go on (it waits to be adopted)
                 membership.adopt(proc.pid)
             except BaseException:  # not in the run's folder: nothing else would end it
                 proc.kill()
