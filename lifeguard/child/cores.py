@@ -35,17 +35,21 @@ def pattern_is_local() -> bool:
 
 
 def _read_pattern() -> bool:
-    # Read at the descriptor: a text file object's io machinery cost every forked test's exit about 40
-    # copy-on-write faults.
+    pattern = _read(protocol.CORE_PATTERN_FILE)
+    return pattern is not None and core_pattern_is_local(pattern.decode(errors="replace"))
+
+
+def _read(path: str) -> "bytes | None":
+    """A small /proc file's bytes, None if it cannot be read. At the descriptor: a text file object's io machinery
+    cost every forked test's exit about 40 copy-on-write faults."""
     try:
-        fd = os.open(protocol.CORE_PATTERN_FILE, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            pattern = os.read(fd, 4096)
+            return os.read(fd, 8192)
         finally:
             unpatched.close(fd)
     except OSError:
-        return False
-    return core_pattern_is_local(pattern.decode(errors="replace"))
+        return None
 
 
 _on = [False]  # core dumps turned on in this process (inherited by its forks)
@@ -62,15 +66,7 @@ def allow_core_dumps() -> bool:
 def _raised_already() -> bool:
     """Is this process's soft core limit its hard limit, and not 0? Read at /proc: importing ``resource``
     would cost every fresh run's start a third of a millisecond."""
-    try:
-        fd = os.open(protocol.LIMITS_FILE, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            text = os.read(fd, 8192)
-        finally:
-            unpatched.close(fd)
-    except OSError:
-        return False
-    for line in text.splitlines():
+    for line in (_read(protocol.LIMITS_FILE) or b"").splitlines():
         if line.startswith(b"Max core file size"):
             soft, hard = line.split()[4:6]
             _on[0] = soft == hard and soft != b"0"
