@@ -15,7 +15,7 @@ TYPE_CHECKING = False  # typing itself costs the child start-up time; mypy knows
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["cached_code", "close", "file_module", "waitpid"]
+__all__ = ["cached_code", "close", "file_module", "pyc_header", "waitpid"]
 
 
 def file_module(name: str, path: str) -> "Any":
@@ -28,6 +28,17 @@ def file_module(name: str, path: str) -> "Any":
     return sys.modules["_frozen_importlib"].module_from_spec(spec)
 
 
+def pyc_header(path: str) -> bytes:
+    """The 16-byte header a .pyc of the Python file ``path`` as it is now starts with, for this interpreter
+    (magic number, timestamp-based, the source's mtime and size, as importlib writes and checks it). Raises
+    OSError when the file cannot be read."""
+    stat = os.stat(path)
+    magic: bytes = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
+    return (magic + bytes(4)
+            + (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+            + (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+
+
 def cached_code(path: str, bytecode: str) -> "Any":
     """The code of the Python file ``path`` from ``bytecode``, a .pyc the supervisor compiled for this interpreter
     (lifeguard.run.launch.file_bytecode), while it is that of the file as it is now (the header's mtime and size,
@@ -35,11 +46,7 @@ def cached_code(path: str, bytecode: str) -> "Any":
     try:
         with open(bytecode, "rb") as f:
             data = f.read()
-        stat = os.stat(path)
-        header = (sys.modules["_frozen_importlib_external"].MAGIC_NUMBER + bytes(4)
-                  + (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
-                  + (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
-        if data[:16] == header:
+        if data[:16] == pyc_header(path):
             import marshal  # built in, and loaded already by importlib
 
             return marshal.loads(data[16:])

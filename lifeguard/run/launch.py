@@ -20,6 +20,7 @@ from lifeguard.cache import cache_folder
 from lifeguard.child import protocol
 from lifeguard.child.cores import pattern_is_local
 from lifeguard.child.protocol import BOOT_SCRIPT, EVENTS_FILE
+from lifeguard.child.unpatched import pyc_header
 from lifeguard.model.run import BacktraceMethod, RunKind, RunSpec, StartMode
 from lifeguard.run import childpath
 from lifeguard.run.boot import boot_code, child_bundle
@@ -51,14 +52,10 @@ def _bytecode_is_fresh(source: Path) -> bool:
     import importlib.util
 
     try:
-        stat = source.stat()
         with open(importlib.util.cache_from_source(str(source)), "rb") as f:
-            header = f.read(16)
+            return f.read(16) == pyc_header(str(source))
     except (OSError, NotImplementedError):
         return False
-    return (len(header) == 16 and header[:4] == importlib.util.MAGIC_NUMBER and header[4:8] == b"\0\0\0\0"
-            and int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
-            and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF)
 
 
 @functools.cache
